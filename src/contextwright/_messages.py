@@ -463,7 +463,9 @@ def iter_units_backwards(messages: Sequence[Message], stop: int = 0) -> Iterator
             yield Unit(stop, end, "orphan_result")
             return
         if j == end - 1:
-            yield Unit(j, end, "message")
+            m = messages[j]
+            calls = m.role == "assistant" and any(isinstance(p, ToolCallPart) for p in m.parts)
+            yield Unit(j, end, "incomplete_call" if calls else "message")
             end = j
             continue
         # messages[j] is followed by tool messages up to end.

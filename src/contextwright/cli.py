@@ -1,0 +1,251 @@
+"""The command line: ``contextwright demo`` and ``contextwright build FILE``.
+
+``demo`` builds a context from the bundled sample conversation (English and
+Chinese turns, a tool call with a large result, collected info, an assessment,
+memories, knowledge) with no servers, no network and no keys, and prints the
+receipt and the messages.
+
+``build FILE --budget N`` reads a conversation — a JSON list or a JSONL file of
+messages in OpenAI Chat, OpenAI Responses or Anthropic shape, or a JSON object
+``{"messages": [...], "system": "...", "state": {...}, ...}`` like the demo file —
+and builds the context for its last user message (or for ``--query TEXT`` after
+all of them). Bad input exits with status 2 and one line saying what and where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import adapters
+from ._budget import Budget
+from ._engine import ContextEngine
+from ._errors import BudgetError, ContextwrightError, InvalidMessageError, UserError
+from ._knowledge import InMemoryKnowledgeStore
+from ._memory import InMemoryMemoryStore, Memory, Scope
+from ._messages import Message
+from ._receipt import BuiltContext
+from ._tokens import HeuristicCounter, TokenCounter, default_counter
+from .sources import ConversationState, default_sources
+
+__all__ = ["main"]
+
+_OBJECT_KEYS = {
+    "messages", "system", "message", "state", "user", "tenant", "conversation", "locale",
+    "memories", "knowledge", "knowledge_gate", "experiences", "experience_stages",
+    "core_fields", "stage_names", "labels", "model",
+}  # fmt: skip
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidMessageError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidMessageError(str(path), "is not UTF-8 text") from None
+    stripped = text.lstrip()
+    if not stripped:
+        raise InvalidMessageError(str(path), "is empty")
+    if stripped[0] in "[{":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            if stripped[0] == "[":
+                raise InvalidMessageError(f"{path}:{exc.lineno}:{exc.colno}", f"invalid JSON: {exc.msg}") from None
+            # a JSONL file also starts with "{": try it line by line
+    items = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise InvalidMessageError(f"{path}:{n}:{exc.colno}", f"invalid JSON: {exc.msg}") from None
+    return items
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = _read(path)
+    if isinstance(data, list):
+        data = {"messages": data}
+    if not isinstance(data, Mapping):
+        raise InvalidMessageError(str(path), "must hold a list of messages or an object with 'messages'")
+    unknown = sorted(set(data) - _OBJECT_KEYS)
+    if unknown:
+        raise InvalidMessageError(f"{path}: {unknown[0]}", f"unknown key; expected some of {sorted(_OBJECT_KEYS)}")
+    if not isinstance(data.get("messages"), list):
+        raise InvalidMessageError(f"{path}: messages", "must be a list")
+    return dict(data)
+
+
+def _engine(conf: Mapping[str, Any], counter: TokenCounter, budget: int | None, model: str | None) -> ContextEngine:
+    memory = InMemoryMemoryStore()
+    scope = Scope(str(conf.get("tenant", "default")), str(conf.get("user", "anonymous")))
+    for i, m in enumerate(conf.get("memories", [])):
+        if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
+            raise InvalidMessageError(f"memories[{i}]", "must be an object with a 'content' string")
+        memory.add(scope, Memory(m["content"], m.get("category", "fact"), int(m.get("importance", 50))))
+    knowledge = InMemoryKnowledgeStore()
+    for i, k in enumerate(conf.get("knowledge", [])):
+        if not isinstance(k, Mapping) or not isinstance(k.get("content"), str):
+            raise InvalidMessageError(f"knowledge[{i}]", "must be an object with a 'content' string")
+        knowledge.add(k["content"], k.get("source", ""))
+    experiences = InMemoryKnowledgeStore()
+    for i, e in enumerate(conf.get("experiences", [])):
+        if not isinstance(e, Mapping) or not isinstance(e.get("content"), str):
+            raise InvalidMessageError(f"experiences[{i}]", "must be an object with a 'content' string")
+        experiences.add(e["content"], e.get("source", ""), e.get("category", ""))
+    sources = default_sources(
+        memory=memory,
+        knowledge=knowledge if knowledge.passages else None,
+        experiences=experiences if experiences.passages else None,
+        knowledge_gate=conf.get("knowledge_gate", ()),
+        experience_stages=conf.get("experience_stages", ()),
+        labels=conf.get("labels"),
+        core_fields=conf.get("core_fields", ()),
+        stage_names=conf.get("stage_names"),
+    )
+    system = conf.get("system", "")
+    if not isinstance(system, str):
+        raise InvalidMessageError("system", "must be a string")
+    return ContextEngine(
+        system_prompt=system, sources=sources, counter=counter, model=model,
+        budget=budget, locale=str(conf.get("locale", "en")),
+    )  # fmt: skip
+
+
+def _split_current(messages: list[Message], query: str | None) -> tuple[list[Message], Message]:
+    if query is not None:
+        if not query.strip():
+            raise InvalidMessageError("--query", "must not be empty")
+        return messages, Message.user(query)
+    if not messages or messages[-1].role != "user":
+        raise InvalidMessageError(
+            f"messages[{len(messages) - 1}]" if messages else "messages",
+            "the last message must be a user message (or pass --query TEXT)",
+        )
+    return messages[:-1], messages[-1]
+
+
+def _prepare(conf: Mapping[str, Any], query: str | None) -> tuple[list[Message], Message]:
+    raw = conf["messages"]
+    fmt = adapters.detect_format(raw)
+    if fmt == "anthropic":
+        messages = adapters.from_anthropic(raw, system=None)
+    elif fmt == "responses":
+        messages = adapters.from_responses(raw)
+    else:
+        messages = adapters.from_openai_chat(raw)
+    if query is None and isinstance(conf.get("message"), str):
+        query = conf["message"]
+    return _split_current(messages, query)
+
+
+def _counter(model: str | None) -> TokenCounter:
+    """The model's exact counter when known and installed; else the heuristic."""
+    return default_counter(model) if model else HeuristicCounter()
+
+
+def _print(built: BuiltContext, fmt: str, as_json: bool, out: Any) -> None:
+    request = built.render(fmt)
+    if as_json:
+        payload = {"messages": request, "report": built.report.to_dict()}
+        out.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.panel import Panel
+
+    console = Console(file=out, width=max(100, Console().width))
+    console.print(built.report.to_table())
+    console.print()
+    for i, m in enumerate(built.messages):
+        body = m.text
+        if m.tool_calls:
+            body += "".join(f"\n→ {c.name}({c.arguments})" for c in m.tool_calls)
+        if m.role == "tool":
+            body = f"[{m.tool_results[0].call_id}] " + body
+        console.print(Panel(escape(body), title=f"{i} · {m.role}", title_align="left"))
+
+
+def _build(conf: Mapping[str, Any], args: argparse.Namespace) -> BuiltContext:
+    model = args.model or conf.get("model")
+    counter = _counter(model)
+    history, current = _prepare(conf, args.query)
+    # leading system messages in the file are the system prompt, unless one was given
+    system = conf.get("system") or ""
+    lead = 0
+    while lead < len(history) and history[lead].role in ("system", "developer"):
+        lead += 1
+    if lead and not system:
+        system = "\n\n".join(m.text for m in history[:lead])
+    history = history[lead:]
+    engine = _engine({**conf, "system": system}, counter, args.budget, model)
+    state = ConversationState.from_dict(conf.get("state") or {})
+    if args.budget is None and engine.budget is None:
+        raise UserError("--budget N is required unless --model names a known model")
+    return engine.build_sync(
+        current,
+        history=history,
+        state=state,
+        tenant=str(conf.get("tenant", "default")),
+        user=str(conf.get("user", "anonymous")),
+        conversation=str(conf.get("conversation", "default")),
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="contextwright", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    sub = p.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="build a context from the bundled sample conversation")
+    demo.add_argument("--budget", type=int, default=1500, help="input tokens (default 1500)")
+    demo.add_argument("--format", choices=["openai", "anthropic", "responses"], default="openai")
+    demo.add_argument("--model", default=None, help="model name (picks the tokenizer and window)")
+    demo.add_argument("--json", action="store_true", help="print {messages, report} as JSON")
+    demo.add_argument("--query", default=None, help="ask this instead of the sample's question")
+    b = sub.add_parser("build", help="build a context for a conversation file")
+    b.add_argument("file", type=Path)
+    b.add_argument("--budget", type=int, default=None, help="input tokens")
+    b.add_argument("--model", default=None)
+    b.add_argument("--format", choices=["openai", "anthropic", "responses"], default="openai")
+    b.add_argument("--query", default=None, help="the new user message (default: the file's last user message)")
+    b.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if getattr(args, "budget", None) is not None and args.budget <= 0:
+        print(f"contextwright: error: --budget must be a positive integer, got {args.budget}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "demo":
+            ref = resources.files("contextwright.data").joinpath("demo_conversation.json")
+            conf = json.loads(ref.read_text(encoding="utf-8"))
+        else:
+            conf = _load(args.file)
+        built = _build(conf, args)
+        _print(built, args.format, args.json, sys.stdout)
+    except BudgetError as exc:
+        print(f"contextwright: budget: {exc}", file=sys.stderr)
+        return 2
+    except InvalidMessageError as exc:
+        where = getattr(args, "file", None)
+        print(f"contextwright: error: {where}: {exc}" if where else f"contextwright: error: {exc}", file=sys.stderr)
+        return 2
+    except (UserError, ContextwrightError) as exc:
+        print(f"contextwright: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # piped into head: not an error
+        return 0
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Shared strategies and fixtures for the test suite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from contextwright import Message, ToolCallPart
+
+settings.register_profile("ci", deadline=None, max_examples=60)
+settings.load_profile("ci")
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+# Text a user, tool or memory might send: English, Chinese, code, markup, emoji.
+WORDS = st.sampled_from(
+    [
+        "hello", "world", "the", "budget", "tool", "我", "今年", "35岁", "喜欢", "上海",
+        "def f(x):", "{\"a\": 1}", "</user_memory>", "<collected_info>", "&lt;", "R&B",
+        "a > b", "👩\u200d💻", "e\u0301", "\n", "  ", "1234567", "https://example.com/x?y=1",
+    ]
+)  # fmt: skip
+TEXT = st.lists(WORDS, min_size=1, max_size=30).map(" ".join).filter(lambda s: s.strip() != "")
+
+
+@st.composite
+def conversations(draw: st.DrawFn, max_units: int = 12, broken: bool = False) -> list[Message]:
+    """Well-formed conversations (or, with ``broken``, ones with orphans mixed in)."""
+    out: list[Message] = []
+    n_units = draw(st.integers(0, max_units))
+    call_no = 0
+    for _ in range(n_units):
+        kind = draw(st.sampled_from(["user", "assistant", "tools", "orphan"] if broken else ["user", "assistant", "tools"]))
+        if kind == "user":
+            out.append(Message.user(draw(TEXT)))
+        elif kind == "assistant":
+            out.append(Message.assistant(draw(TEXT)))
+        elif kind == "tools":
+            k = draw(st.integers(1, 3))
+            calls = []
+            for _ in range(k):
+                call_no += 1
+                calls.append(ToolCallPart(f"call_{call_no}", "search", json.dumps({"q": draw(TEXT)})))
+            text = draw(st.sampled_from(["", "Let me look that up."]))
+            out.append(Message.assistant(text, tool_calls=calls))
+            answered = calls if not broken or draw(st.booleans()) else calls[:-1]
+            for c in answered:
+                out.append(Message.tool(c.id, draw(TEXT) * draw(st.integers(1, 4))))
+        else:
+            call_no += 1
+            out.append(Message.tool(f"ghost_{call_no}", draw(TEXT)))
+    return out
+
+
+@pytest.fixture(scope="session")
+def cl100k():
+    from contextwright import TiktokenCounter
+
+    return TiktokenCounter("cl100k_base")
+
+
+@pytest.fixture(scope="session")
+def o200k():
+    from contextwright import TiktokenCounter
+
+    return TiktokenCounter("o200k_base")
