@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextwright import Block, ConfigError, Priority, escape_content, render_block, unescape_content
+from contextwright import (
+    Block,
+    ConfigError,
+    Priority,
+    escape_content,
+    render_block,
+    unescape_content,
+)
 
 from .conftest import TEXT
 

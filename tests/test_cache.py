@@ -91,7 +91,7 @@ def test_invalidated_tags_never_come_back(ops):
     for ns, key, tag in ops:
         c.set(ns, key, (ns, key), ttl=60, tags={tag})
     c.invalidate(tags=["t1"])
-    for ns, key, tag in ops:
+    for ns, key, _tag in ops:
         v = c.get(ns, key)
         assert v is None or v == (ns, key)
     # no entry tagged t1 survives

@@ -290,7 +290,7 @@ def test_bad_engine_config():
 
 async def test_build_sync_refuses_inside_a_loop():
     engine = ContextEngine(counter=HEURISTIC)
-    with pytest.raises(UserError, match="await engine.build"):
+    with pytest.raises(UserError, match=r"await engine\.build"):
         engine.build_sync("hi", budget=100)
     built = await engine.build("hi", budget=100)
     assert built.messages[-2].text == "hi"

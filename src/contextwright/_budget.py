@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._blocks import SECTIONS, Section
 from ._errors import ConfigError
@@ -151,7 +152,7 @@ class Budget:
 
 
 def share_out(
-    amount: int, demands: Mapping[str, int], weights: Mapping[str, float]
+    amount: int, demands: Mapping[str, int], weights: Mapping[Any, float]
 ) -> dict[str, int]:
     """Divide ``amount`` among ``demands`` by ``weights``; unused share flows to the rest.
 
@@ -160,7 +161,7 @@ def share_out(
     again. Integer results, never above a demand, summing to at most ``amount``.
     Claimants with weight 0 are served only from what the others leave.
     """
-    grant = {k: 0 for k in demands}
+    grant = dict.fromkeys(demands, 0)
     open_ = {k for k, d in demands.items() if d > 0}
     left = max(0, amount)
     while open_ and left > 0:

@@ -106,7 +106,7 @@ class ContextEngine:
         if not isinstance(system_prompt, str):
             raise ConfigError("system_prompt must be a string")
         names = [getattr(s, "name", None) for s in sources]
-        for i, (s, n) in enumerate(zip(sources, names)):
+        for i, (s, n) in enumerate(zip(sources, names, strict=True)):
             if not isinstance(n, str) or not n or not callable(getattr(s, "fetch", None)):
                 raise ConfigError(f"sources[{i}] is not a Source (needs a name and async fetch)")
         dupes = {n for n in names if names.count(n) > 1}
@@ -291,7 +291,7 @@ class ContextEngine:
         weights = bud.weights()
         # candidates
         cands: list[Candidate] = []
-        for order, (f, (_src, why)) in enumerate(zip(fetched, applicable)):
+        for order, (f, (_src, why)) in enumerate(zip(fetched, applicable, strict=True)):
             if f.status != "ok":
                 prio = int(getattr(_src, "priority", 1))
                 report.blocks.append(BlockReport(f.source, f.source, "-", prio, f.status if f.status != "ok" else "empty", reason=f.reason or why, cached=f.cached, fetch_ms=f.ms))  # type: ignore[arg-type]
@@ -351,7 +351,7 @@ class ContextEngine:
         grant = share_out(rest, demands, weights)
 
         def fill(grant: dict[str, int]) -> tuple[dict[str, int], list[Decision], WindowResult, bool, bool, str | None]:
-            used = {k: 0 for k in demands}
+            used = dict.fromkeys(demands, 0)
             summary_text: str | None = None
             if summary_msg is not None:
                 if summary_cost <= grant["summary"]:
@@ -481,7 +481,7 @@ class ContextEngine:
             report.blocks.append(BlockReport(
                 c.block.name, c.source, "system" if c.block.static else "retrieved", c.block.priority,
                 status, d.tokens, d.reason, c.cached, c.tokens if status == "truncated" else None, c.fetch_ms,
-            ))  # type: ignore[arg-type]
+            ))
         if summary_given:
             s_tokens = self._msg_cost(summary_text) if summary_text else 0
             s_status = "dropped" if not summary_text else ("included" if s_tokens >= summary_full else "truncated")
@@ -499,7 +499,7 @@ class ContextEngine:
         if win.broken:
             reason += f"; skipped {len(win.broken)} broken unit(s): {win.broken[0][1]}"
         if history:
-            report.blocks.append(BlockReport("history", "history", "recent", 1, status, hist_tokens, reason))  # type: ignore[arg-type]
+            report.blocks.append(BlockReport("history", "history", "recent", 1, status, hist_tokens, reason))
         report.blocks.append(BlockReport("current_message", "input", "input", 0, "included", count_message(counter, current, ov), "protected: always present"))
         if self.restate_goal:
             report.blocks.append(BlockReport("current_goal", "engine", "input", 1, "included" if goal_msg else "dropped", goal_cost if goal_msg else 0, "instruction pinning" if goal_msg else "no room left"))

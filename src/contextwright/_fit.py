@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ._blocks import Block, escape_attribute, escape_content, render_block
 from ._tokens import TokenCounter, truncate_to_tokens
@@ -44,7 +45,7 @@ class Candidate:
 @dataclass
 class Decision:
     candidate: Candidate
-    status: str  # included | truncated | dropped
+    status: Literal["included", "truncated", "dropped"]
     text: str = ""
     tokens: int = 0
     reason: str = ""

@@ -260,9 +260,7 @@ class Message:
                 return p.text
         out: list[str] = []
         for p in parts:
-            if isinstance(p, TextPart):
-                out.append(p.text)
-            elif isinstance(p, ToolResultPart):
+            if isinstance(p, (TextPart, ToolResultPart)):
                 out.append(p.text)
         return "\n".join(out)
 
@@ -276,7 +274,7 @@ class Message:
 
     def replace(self, **changes: Any) -> Message:
         """A copy with some fields changed (the token cache is not carried over)."""
-        values = {
+        values: dict[str, Any] = {
             "role": self.role,
             "parts": self.parts,
             "id": self.id,

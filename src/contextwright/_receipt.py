@@ -103,11 +103,12 @@ class ContextReport:
         from rich.table import Table
 
         items = Table(title="context receipt", title_justify="left", show_lines=False)
-        for col, kw in (
-            ("item", {}), ("source", {}), ("section", {}), ("P", {"justify": "right"}),
-            ("tokens", {"justify": "right"}), ("status", {}), ("reason", {"overflow": "fold"}),
-        ):  # fmt: skip
-            items.add_column(col, **kw)
+        for col in ("item", "source", "section"):
+            items.add_column(col)
+        items.add_column("P", justify="right")
+        items.add_column("tokens", justify="right")
+        items.add_column("status")
+        items.add_column("reason", overflow="fold")
         colours = {
             "included": "green", "truncated": "yellow", "dropped": "red", "empty": "dim",
             "skipped": "dim", "failed": "bold red", "timed_out": "bold red",

@@ -20,7 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ._messages import Message, Part, TextPart, ToolResultPart, Unit, iter_units_backwards
-from ._tokens import DEFAULT_OVERHEAD, MessageOverhead, TokenCounter, count_message, truncate_to_tokens
+from ._tokens import (
+    DEFAULT_OVERHEAD,
+    MessageOverhead,
+    TokenCounter,
+    count_message,
+    truncate_to_tokens,
+)
 
 __all__ = ["ShortenCache", "WindowResult", "select_window", "shorten_message"]
 
@@ -79,7 +85,7 @@ def shorten_message(
     fixed = before - cuttable
     room = max(0, max_tokens - fixed)
     parts: list[Part] = []
-    for part, size in zip(message.parts, sizes):
+    for part, size in zip(message.parts, sizes, strict=True):
         if size == 0 or cuttable == 0:
             parts.append(part)
             continue

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from . import adapters
-from ._budget import Budget
 from ._engine import ContextEngine
 from ._errors import BudgetError, ContextwrightError, InvalidMessageError, UserError
 from ._knowledge import InMemoryKnowledgeStore

@@ -92,7 +92,7 @@ def keywords(words: Iterable[str], *, case_sensitive: bool = False) -> Trigger:
 
     def check(turn: Turn) -> str | None:
         text = turn.query if case_sensitive else turn.query.casefold()
-        for original, w in zip(items, folded):
+        for original, w in zip(items, folded, strict=True):
             if w in text:
                 return f"keyword {original!r}"
         return None
