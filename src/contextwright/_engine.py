@@ -28,16 +28,16 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ._blocks import Block, Priority, Section, render_block
+from ._blocks import Block, Priority, render_block
 from ._budget import Budget, share_out
 from ._cache import Cache, MemoryCache
 from ._errors import BudgetError, ConfigError, InvalidMessageError, UserError
 from ._fit import JOIN, Candidate, Decision, fit_blocks, render_cost, truncate_block
 from ._messages import Message
-from ._receipt import BlockReport, BuiltContext, ContextReport, SectionReport
+from ._receipt import BlockReport, BuiltContext, ContextReport, SectionReport, Status
 from ._tokens import (
     DEFAULT_OVERHEAD,
     CachedCounter,
@@ -52,6 +52,26 @@ from .sources._state import ConversationState, Turn
 from .sources._templates import templates_for
 
 __all__ = ["ContextEngine"]
+
+
+@dataclass
+class _Layout:
+    """What the fit stage decided, for the assemble stage and the receipt."""
+
+    static_p0: list[Candidate] = field(default_factory=list)  # pinned + P0 static blocks
+    tail_p0: list[Candidate] = field(default_factory=list)  # P0 per-turn blocks
+    static_fit: list[Decision] = field(default_factory=list)
+    tail_fit: list[Decision] = field(default_factory=list)
+    window: WindowResult = field(default_factory=WindowResult)
+    window_messages: list[Message] = field(default_factory=list)
+    summary_text: str | None = None
+    summary_full: int = 0
+    goal: Message | None = None
+    goal_cost: int = 0
+    goal_in: bool = False
+    protected: int = 0
+    grant: dict[str, int] = field(default_factory=dict)
+    breakpoints: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -123,7 +143,9 @@ class ContextEngine:
         self.model = model
         self.budget = self._budget(budget, model)
         inner = counter or default_counter(model)
-        self.counter: TokenCounter = inner if isinstance(inner, CachedCounter) else CachedCounter(inner)
+        self.counter: TokenCounter = (
+            inner if isinstance(inner, CachedCounter) else CachedCounter(inner)
+        )
         self.cache: Cache = cache if cache is not None else MemoryCache()
         self.locale = locale
         self.restate_goal = restate_goal
@@ -176,14 +198,23 @@ class ContextEngine:
             raise InvalidMessageError("history", "must be a sequence of Message")
         for i in (0, len(history) - 1) if history else ():
             if not isinstance(history[i], Message):
-                raise InvalidMessageError(f"history[{i}]", f"must be a Message, got {type(history[i]).__name__}")
+                raise InvalidMessageError(
+                    f"history[{i}]", f"must be a Message, got {type(history[i]).__name__}"
+                )
         now = self.clock()
         loc = locale or self.locale
-        turn = Turn(current, history, tenant, user, conversation, state or ConversationState(), now, loc)
+        turn = Turn(
+            current, history, tenant, user, conversation, state or ConversationState(), now, loc
+        )
         t = templates_for(loc, self.templates)
         limit = bud.input_tokens
         weights = bud.weights()
-        report = ContextReport(budget=limit, used=0, counter=self.counter.name, exact=bool(getattr(self.counter, "exact", False)))
+        report = ContextReport(
+            budget=limit,
+            used=0,
+            counter=self.counter.name,
+            exact=bool(getattr(self.counter, "exact", False)),
+        )
 
         # 1. plan
         applicable: list[tuple[Source, str]] = []
@@ -193,7 +224,16 @@ class ContextEngine:
             if why:
                 applicable.append((s, why))
             else:
-                report.blocks.append(BlockReport(s.name, s.name, "-", int(getattr(s, "priority", 1)), "skipped", reason="trigger did not fire"))
+                report.blocks.append(
+                    BlockReport(
+                        s.name,
+                        s.name,
+                        "-",
+                        int(getattr(s, "priority", 1)),
+                        "skipped",
+                        reason="trigger did not fire",
+                    )
+                )
         t1 = time.perf_counter()
 
         # 2. fetch
@@ -202,12 +242,24 @@ class ContextEngine:
         t2 = time.perf_counter()
 
         # 3. fit
-        built = self._fit_and_assemble(turn, current, history, summary, fetched, applicable, limit, bud, t, report)
+        cands = self._candidates(fetched, applicable, report)
+        lay = self._fit(turn, history, summary, cands, limit, bud, t)
         t3 = time.perf_counter()
-        report.timings_ms.update(plan=(t1 - t0) * 1e3, fetch=(t2 - t1) * 1e3, fit_assemble=(t3 - t2) * 1e3)
+        # 4. assemble
+        messages = self._assemble(lay, current, limit, t, report)
+        self._receipt(lay, messages, history, current, summary, bud, report)
+        built = BuiltContext(messages, report, tuple(lay.breakpoints))
+        t4 = time.perf_counter()
+        ms = report.timings_ms
+        ms.update(
+            plan=(t1 - t0) * 1e3,
+            fetch=(t2 - t1) * 1e3,
+            fit=(t3 - t2) * 1e3,
+            assemble=(t4 - t3) * 1e3,
+        )
         if provider is not None:
             built.rendered = built.render(provider)
-            report.timings_ms["render"] = (time.perf_counter() - t3) * 1e3
+            ms["render"] = (time.perf_counter() - t4) * 1e3
         report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
         return built
 
@@ -218,7 +270,9 @@ class ContextEngine:
         except RuntimeError:
             pass
         else:
-            raise UserError("build_sync() was called inside a running event loop; use 'await engine.build(...)'")
+            raise UserError(
+                "build_sync() was called inside a running event loop; use 'await engine.build(...)'"
+            )
         with self._lock:
             if self._loop is None or self._loop.is_closed():
                 self._loop = asyncio.new_event_loop()
@@ -241,9 +295,13 @@ class ContextEngine:
                 raise InvalidMessageError("message", "the current user message must not be empty")
             return Message.user(message, created_at=time.time())
         if not isinstance(message, Message):
-            raise InvalidMessageError("message", f"must be a string or a Message, got {type(message).__name__}")
+            raise InvalidMessageError(
+                "message", f"must be a string or a Message, got {type(message).__name__}"
+            )
         if message.role != "user":
-            raise InvalidMessageError("message.role", f"the current message must be a user message, got {message.role!r}")
+            raise InvalidMessageError(
+                "message.role", f"the current message must be a user message, got {message.role!r}"
+            )
         return message
 
     async def _fetch(self, source: Source, turn: Turn, allowance: int) -> _Fetched:
@@ -255,140 +313,206 @@ class ContextEngine:
             key = f"{source.name}:{key_fn(turn) if key_fn else ''}"
             hit = self.cache.get(turn.namespace, key)
             if hit is not None:
-                return _Fetched(source.name, "ok" if hit else "empty", list(hit), "served from cache", True, (time.perf_counter() - start) * 1e3)
+                return _Fetched(
+                    source.name,
+                    "ok" if hit else "empty",
+                    list(hit),
+                    "served from cache",
+                    True,
+                    (time.perf_counter() - start) * 1e3,
+                )
         deadline = getattr(source, "deadline", 0.5)
         try:
             result = await asyncio.wait_for(source.fetch(turn, allowance), deadline)
             blocks = _as_blocks(result, source)
         except asyncio.TimeoutError:
-            return _Fetched(source.name, "timed_out", [], f"no answer within {deadline * 1e3:.0f} ms", False, (time.perf_counter() - start) * 1e3)
+            return _Fetched(
+                source.name,
+                "timed_out",
+                [],
+                f"no answer within {deadline * 1e3:.0f} ms",
+                False,
+                (time.perf_counter() - start) * 1e3,
+            )
         except Exception as exc:  # a source must never break the build
-            return _Fetched(source.name, "failed", [], f"{type(exc).__name__}: {exc}", False, (time.perf_counter() - start) * 1e3)
+            return _Fetched(
+                source.name,
+                "failed",
+                [],
+                f"{type(exc).__name__}: {exc}",
+                False,
+                (time.perf_counter() - start) * 1e3,
+            )
         if ttl > 0:
             tags_fn = getattr(source, "cache_tags", None)
             tags = tags_fn(turn) if tags_fn else getattr(source, "tags", ())
             self.cache.set(turn.namespace, key, tuple(blocks), ttl=ttl, tags=tags)
         status = "ok" if blocks else "empty"
-        return _Fetched(source.name, status, blocks, "" if blocks else "nothing to add", False, (time.perf_counter() - start) * 1e3)
+        return _Fetched(
+            source.name,
+            status,
+            blocks,
+            "" if blocks else "nothing to add",
+            False,
+            (time.perf_counter() - start) * 1e3,
+        )
 
     def _msg_cost(self, text: str) -> int:
         return self.overhead.per_message + self.counter.count(text)
 
-    def _fit_and_assemble(
+    def _candidates(
         self,
-        turn: Turn,
-        current: Message,
-        history: Sequence[Message],
-        summary: str | None,
         fetched: Sequence[_Fetched],
         applicable: Sequence[tuple[Source, str]],
-        limit: int,
-        bud: Budget,
-        t: dict[str, str],
         report: ContextReport,
-    ) -> BuiltContext:
-        counter, ov = self.counter, self.overhead
-        weights = bud.weights()
-        # candidates
+    ) -> list[Candidate]:
+        """Render and count every fetched block; report the sources that gave none."""
         cands: list[Candidate] = []
-        for order, (f, (_src, why)) in enumerate(zip(fetched, applicable, strict=True)):
-            if f.status != "ok":
-                prio = int(getattr(_src, "priority", 1))
-                report.blocks.append(BlockReport(f.source, f.source, "-", prio, f.status if f.status != "ok" else "empty", reason=f.reason or why, cached=f.cached, fetch_ms=f.ms))  # type: ignore[arg-type]
-                if f.cached:
-                    report.cache_hits += 1
-                continue
-            for b in f.blocks:
-                text, cost = render_cost(b, counter)
-                cands.append(Candidate(b, f.source, text, cost, f.cached, f.ms, order))
-            if getattr(_src, "ttl", 0):
+        for order, (f, (src, why)) in enumerate(zip(fetched, applicable, strict=True)):
+            if getattr(src, "ttl", 0):
                 if f.cached:
                     report.cache_hits += 1
                 else:
                     report.cache_misses += 1
-        static = [c for c in cands if c.block.static]
-        dynamic = [c for c in cands if not c.block.static]
-        p0_static = [c for c in static if c.block.priority <= 0] + [
-            Candidate(b, "pinned", *render_cost(b, counter)) for b in self.pinned
-        ]
-        p0_dynamic = [c for c in dynamic if c.block.priority <= 0]
+            if f.status != "ok":
+                prio = int(getattr(src, "priority", 1))
+                status: Status = "empty" if f.status == "empty" else f.status  # type: ignore[assignment]
+                report.blocks.append(
+                    BlockReport(
+                        f.source,
+                        f.source,
+                        "-",
+                        prio,
+                        status,
+                        0,
+                        f.reason or why,
+                        f.cached,
+                        None,
+                        f.ms,
+                    )
+                )
+                continue
+            for b in f.blocks:
+                text, cost = render_cost(b, self.counter)
+                cands.append(Candidate(b, f.source, text, cost, f.cached, f.ms, order))
+        return cands
 
-        # protected zone
-        sys_head = self.system_prompt
-        sys_protected = self._msg_cost(sys_head) + sum(c.tokens for c in p0_static) if (sys_head or p0_static) else 0
-        cur_cost = count_message(counter, current, ov)
+    def _fit(
+        self,
+        turn: Turn,
+        history: Sequence[Message],
+        summary: str | None,
+        cands: list[Candidate],
+        limit: int,
+        bud: Budget,
+        t: dict[str, str],
+    ) -> _Layout:
+        counter, ov = self.counter, self.overhead
+        weights = bud.weights()
+        pinned = [Candidate(b, "pinned", *render_cost(b, counter)) for b in self.pinned]
+        lay = _Layout(
+            static_p0=[c for c in cands if c.block.static and c.block.priority <= 0] + pinned,
+            tail_p0=[c for c in cands if not c.block.static and c.block.priority <= 0],
+        )
+        static_rest = [c for c in cands if c.block.static and c.block.priority > 0]
+        tail_rest = [c for c in cands if not c.block.static and c.block.priority > 0]
+
+        # The protected zone is paid first and never cut.
+        has_sys = bool(self.system_prompt or lay.static_p0)
+        sys_cost = (
+            (self._msg_cost(self.system_prompt) + sum(c.tokens for c in lay.static_p0))
+            if has_sys
+            else 0
+        )
+        cur_cost = count_message(counter, turn.message, ov)
         tail_frame = self._msg_cost(t["tail.header"]) + 1
-        tail_protected = tail_frame + sum(c.tokens for c in p0_dynamic) if p0_dynamic else 0
-        protected = ov.reply_priming + sys_protected + cur_cost + tail_protected
-        report.protected_tokens = protected
-        if protected > limit:
-            items = [("system_prompt", self._msg_cost(sys_head) if sys_head else 0), ("current_message", cur_cost)]
-            items += [(c.block.name, c.tokens) for c in p0_static + p0_dynamic]
-            raise BudgetError(protected, limit, items)
-        rest = limit - protected
+        tail_cost = tail_frame + sum(c.tokens for c in lay.tail_p0) if lay.tail_p0 else 0
+        lay.protected = ov.reply_priming + sys_cost + cur_cost + tail_cost
+        if lay.protected > limit:
+            items = [
+                ("system_prompt", self._msg_cost(self.system_prompt) if self.system_prompt else 0)
+            ]
+            items += [("current_message", cur_cost)]
+            items += [(c.block.name, c.tokens) for c in lay.static_p0 + lay.tail_p0]
+            raise BudgetError(lay.protected, limit, items)
+        rest = limit - lay.protected
 
-        # static, non-P0 blocks: their own target share, independent of history so
-        # that the cached prefix does not change while the conversation grows
-        static_rest = [c for c in static if c.block.priority > 0]
-        static_target = max(0, int(weights["system"] * limit) - sys_protected)
-        if static_rest and not (sys_head or p0_static):
-            static_target -= ov.per_message  # the system message is opened by them
-        static_dec, static_used = fit_blocks(static_rest, min(rest, max(0, static_target)), counter)
-        if static_used and not (sys_head or p0_static):
-            static_used += ov.per_message
-        rest -= static_used
+        # Static blocks get the system section's target share, computed without
+        # looking at the history, so the cached prefix cannot change as it grows.
+        opener = 0 if has_sys else ov.per_message  # they would open the system message
+        target = max(0, int(weights["system"] * limit) - sys_cost - opener)
+        lay.static_fit, used = fit_blocks(static_rest, min(rest - opener, target), counter)
+        rest -= used + (opener if used else 0)
 
-        # sections sharing the rest
-        dyn_rest = [c for c in dynamic if c.block.priority > 0]
-        goal_msg = self._goal(turn, t) if self.restate_goal else None
-        goal_cost = count_message(counter, goal_msg, ov) if goal_msg else 0
-        summary_msg = Message.system(f"{t['summary.header']}\n{summary}") if summary else None
-        summary_cost = count_message(counter, summary_msg, ov) if summary_msg else 0
-        retrieved_demand = sum(c.tokens for c in dyn_rest) + (0 if p0_dynamic or not dyn_rest else tail_frame)
-        probe = select_window(history, rest, counter, overhead=ov, max_message_tokens=self.max_message_tokens, cache=self._shortened)
-        recent_demand = probe.tokens + (1 if probe.stopped == "budget" else 0)
-        demands = {"summary": summary_cost, "retrieved": retrieved_demand, "recent": recent_demand, "input": goal_cost}
+        # The other sections share what is left by their target shares.
+        lay.goal = self._goal(turn, t) if self.restate_goal else None
+        lay.goal_cost = count_message(counter, lay.goal, ov) if lay.goal else 0
+        lay.summary_full = self._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
+        frame = 0 if lay.tail_p0 or not tail_rest else tail_frame
+        probe = self._window(history, rest)
+        demands = {
+            "summary": lay.summary_full,
+            "retrieved": sum(c.tokens for c in tail_rest) + frame,
+            "recent": probe.tokens + (1 if probe.stopped == "budget" else 0),
+            "input": lay.goal_cost,
+        }
         grant = share_out(rest, demands, weights)
-
-        def fill(grant: dict[str, int]) -> tuple[dict[str, int], list[Decision], WindowResult, bool, bool, str | None]:
-            used = dict.fromkeys(demands, 0)
-            summary_text: str | None = None
-            if summary_msg is not None:
-                if summary_cost <= grant["summary"]:
-                    summary_text, used["summary"] = summary_msg.text, summary_cost
-                elif grant["summary"] >= 32:
-                    cut = truncate_block(Block("summary", summary or "", Priority.P1), grant["summary"] - ov.per_message, counter)
-                    if cut is not None:
-                        summary_text = f"{t['summary.header']}\n{cut[0]}"
-                        used["summary"] = self._msg_cost(summary_text)
-            frame = 0 if p0_dynamic or not dyn_rest else tail_frame
-            dec, used_r = fit_blocks(dyn_rest, max(0, grant["retrieved"] - frame), counter)
-            if used_r:
-                used["retrieved"] = used_r + frame
-            win = probe if grant["recent"] >= probe.tokens and probe.stopped != "budget" else select_window(
-                history, grant["recent"], counter, overhead=ov, max_message_tokens=self.max_message_tokens, cache=self._shortened
-            )
-            used["recent"] = win.tokens
-            goal_ok = goal_msg is not None and goal_cost <= grant["input"]
-            used["input"] = goal_cost if goal_ok else 0
-            return used, dec, win, goal_ok, summary_text is not None, summary_text
-
-        used, dec, win, goal_ok, _, summary_text = fill(grant)
-        leftover = rest - sum(used.values())
-        unmet = {k: demands[k] - used[k] for k in demands if demands[k] > used[k]}
+        used_by = self._fill(lay, grant, history, summary, tail_rest, frame, probe, t)
+        # A second pass hands what the first left unused to the sections that were cut.
+        leftover = rest - sum(used_by.values())
+        unmet = {k: demands[k] - used_by[k] for k in demands if demands[k] > used_by[k]}
         if leftover > 0 and unmet:
             extra = share_out(leftover, unmet, weights)
-            grant2 = {k: used[k] + extra.get(k, 0) for k in demands}
-            used, dec, win, goal_ok, _, summary_text = fill(grant2)
-            grant = grant2
+            grant = {k: used_by[k] + extra.get(k, 0) for k in demands}
+            self._fill(lay, grant, history, summary, tail_rest, frame, probe, t)
+        lay.grant = grant
+        return lay
 
-        # 4. assemble
-        return self._assemble(
-            turn, current, history, limit, bud, t, report, static_dec, p0_static, p0_dynamic,
-            dec, win, summary_text, goal_msg if goal_ok else None, goal_cost, grant, used, summary_msg is not None, summary_cost,
+    def _window(self, history: Sequence[Message], allowance: int) -> WindowResult:
+        return select_window(
+            history, allowance, self.counter, overhead=self.overhead,
+            max_message_tokens=self.max_message_tokens, cache=self._shortened,
+        )  # fmt: skip
+
+    def _fill(
+        self,
+        lay: _Layout,
+        grant: dict[str, int],
+        history: Sequence[Message],
+        summary: str | None,
+        tail_rest: list[Candidate],
+        frame: int,
+        probe: WindowResult,
+        t: dict[str, str],
+    ) -> dict[str, int]:
+        """Fill each section within its grant; returns what each used."""
+        used = dict.fromkeys(grant, 0)
+        lay.summary_text = None
+        if summary:
+            if lay.summary_full <= grant["summary"]:
+                lay.summary_text = f"{t['summary.header']}\n{summary}"
+            elif grant["summary"] >= 32:  # below that a summary says nothing useful
+                block = Block("summary", summary, Priority.P1)
+                cut = truncate_block(
+                    block, grant["summary"] - self.overhead.per_message, self.counter
+                )
+                if cut is not None:
+                    lay.summary_text = f"{t['summary.header']}\n{cut[0]}"
+            if lay.summary_text:
+                used["summary"] = self._msg_cost(lay.summary_text)
+        lay.tail_fit, used_r = fit_blocks(
+            tail_rest, max(0, grant["retrieved"] - frame), self.counter
         )
+        used["retrieved"] = used_r + frame if used_r else 0
+        fits_whole = probe.stopped != "budget" and probe.tokens <= grant["recent"]
+        lay.window = probe if fits_whole else self._window(history, grant["recent"])
+        used["recent"] = lay.window.tokens
+        lay.goal_in = lay.goal is not None and lay.goal_cost <= grant["input"]
+        used["input"] = lay.goal_cost if lay.goal_in else 0
+        return used
 
     def _goal(self, turn: Turn, t: dict[str, str]) -> Message:
+        """The instruction-pinning message (seed 001 §6): the goal, restated at the end."""
         text = " ".join(turn.query.split())
         if len(text) > self.goal_chars:
             text = text[: self.goal_chars] + "…"
@@ -396,133 +520,202 @@ class ContextEngine:
         return Message.system(render_block(goal))
 
     def _assemble(
-        self,
-        turn: Turn,
-        current: Message,
-        history: Sequence[Message],
-        limit: int,
-        bud: Budget,
-        t: dict[str, str],
-        report: ContextReport,
-        static_dec: list[Decision],
-        p0_static: list[Candidate],
-        p0_dynamic: list[Candidate],
-        dec: list[Decision],
-        win: WindowResult,
-        summary_text: str | None,
-        goal_msg: Message | None,
-        goal_cost: int,
-        grant: dict[str, int],
-        used: dict[str, int],
-        summary_given: bool,
-        summary_full: int,
-    ) -> BuiltContext:
+        self, lay: _Layout, current: Message, limit: int, t: dict[str, str], report: ContextReport
+    ) -> list[Message]:
+        """Put the pieces in cache-stable order; recount exactly and repair if over."""
         counter, ov = self.counter, self.overhead
-        static_in = [d for d in static_dec if d.status != "dropped"]
-        dyn_in = [Decision(c, "included", c.text, c.tokens, "P0: always included") for c in p0_dynamic]
-        dyn_in += [d for d in dec if d.status != "dropped" and d.candidate.block.priority > 0]
-        window = list(win.messages)
-        trimmed: list[str] = []
+        static_in = [d for d in lay.static_fit if d.status != "dropped"]
+        tail_in = [Decision(c, "included", c.text, c.tokens, "protected (P0)") for c in lay.tail_p0]
+        tail_in += [d for d in lay.tail_fit if d.status != "dropped"]
+        window = list(lay.window.messages)
 
         def compose() -> list[Message]:
             out: list[Message] = []
             sys_parts = [self.system_prompt] if self.system_prompt else []
-            sys_parts += [c.text for c in p0_static] + [d.text for d in static_in]
+            sys_parts += [c.text for c in lay.static_p0] + [d.text for d in static_in]
+            lay.breakpoints = []
             if sys_parts:
                 out.append(Message.system(JOIN.join(sys_parts)))
-            if summary_text:
-                out.append(Message.system(summary_text))
+                lay.breakpoints.append(len(out) - 1)
+            if lay.summary_text:
+                out.append(Message.system(lay.summary_text))
+                lay.breakpoints.append(len(out) - 1)
             out.extend(window)
-            if dyn_in:
-                out.append(Message.system(JOIN.join([t["tail.header"], *(d.text for d in dyn_in)])))
+            if window:
+                lay.breakpoints.append(len(out) - 1)
+            if tail_in:
+                out.append(
+                    Message.system(JOIN.join([t["tail.header"], *(d.text for d in tail_in)]))
+                )
             out.append(current)
-            if goal_msg is not None:
-                out.append(goal_msg)
+            if lay.goal_in and lay.goal is not None:
+                out.append(lay.goal)
             return out
 
         messages = compose()
         total = ov.reply_priming + sum(count_message(counter, m, ov) for m in messages)
-        # Seams can merge or split tokens; repair until the exact total fits.
+        # Token merges at the seams can differ from the sum of the parts: repair
+        # until the exact total fits, least valuable first.
         while total > limit:
-            droppable = [d for d in dyn_in if d.candidate.block.priority > 0]
+            droppable = [d for d in tail_in if d.candidate.block.priority > 0]
             if window:
                 k = 1
                 while k < len(window) and window[k].role == "tool":
                     k += 1
-                trimmed.append(f"dropped {k} oldest history message(s) after the final count")
                 del window[:k]
+                report.warnings.append(
+                    f"dropped {k} oldest history message(s) after the final count"
+                )
             elif droppable:
-                worst = max(droppable, key=lambda d: (d.candidate.block.priority, d.candidate.order))
-                dyn_in.remove(worst)
-                worst.status, worst.reason = "dropped", "removed after the final count exceeded the budget"
-                trimmed.append(f"dropped block {worst.candidate.block.name} after the final count")
-            elif goal_msg is not None:
-                goal_msg = None
-                trimmed.append("dropped the goal restatement after the final count")
-            elif summary_text:
-                summary_text = None
-                trimmed.append("dropped the summary after the final count")
+                worst = max(
+                    droppable, key=lambda d: (d.candidate.block.priority, d.candidate.order)
+                )
+                tail_in.remove(worst)
+                worst.status, worst.text, worst.tokens = "dropped", "", 0
+                worst.reason = "removed after the final count exceeded the budget"
+                report.warnings.append(
+                    f"dropped block {worst.candidate.block.name} after the final count"
+                )
+            elif lay.goal_in:
+                lay.goal_in = False
+                report.warnings.append("dropped the goal restatement after the final count")
+            elif lay.summary_text:
+                lay.summary_text = None
+                report.warnings.append("dropped the summary after the final count")
             else:
                 raise BudgetError(total, limit, [("assembled", total)])
             messages = compose()
             total = ov.reply_priming + sum(count_message(counter, m, ov) for m in messages)
-        report.warnings.extend(trimmed)
+        lay.window_messages = window
+        report.used = total
+        return messages
 
-        # receipt
+    def _receipt(
+        self, lay: _Layout, messages: list[Message], history: Sequence[Message], current: Message,
+        summary: str | None, bud: Budget, report: ContextReport,
+    ) -> None:  # fmt: skip
+        counter, ov = self.counter, self.overhead
+        lines: list[BlockReport] = []
         if self.system_prompt:
-            report.blocks.insert(0, BlockReport("system_prompt", "engine", "system", 0, "included", self._msg_cost(self.system_prompt), "protected"))
-        for c in p0_static:
-            report.blocks.append(BlockReport(c.block.name, c.source, "system", c.block.priority, "included", c.tokens, "protected (P0, static)", c.cached, None, c.fetch_ms))
-        for d in static_dec + [Decision(c, "included", c.text, c.tokens, "protected (P0)") for c in p0_dynamic] + dec:
+            lines.append(
+                BlockReport(
+                    "system_prompt",
+                    "engine",
+                    "system",
+                    0,
+                    "included",
+                    self._msg_cost(self.system_prompt),
+                    "protected",
+                )
+            )
+        for c in lay.static_p0:
+            lines.append(
+                BlockReport(
+                    c.block.name,
+                    c.source,
+                    "system",
+                    c.block.priority,
+                    "included",
+                    c.tokens,
+                    "protected (P0, static)",
+                    c.cached,
+                    None,
+                    c.fetch_ms,
+                )
+            )
+        if summary:
+            got = self._msg_cost(lay.summary_text) if lay.summary_text else 0
+            status: Status = (
+                "dropped"
+                if not lay.summary_text
+                else "included"
+                if got >= lay.summary_full
+                else "truncated"
+            )
+            why = {
+                "dropped": "no room left",
+                "included": "fits",
+                "truncated": f"cut from {lay.summary_full} tokens",
+            }[status]
+            lines.append(
+                BlockReport(
+                    "summary",
+                    "summary",
+                    "summary",
+                    1,
+                    status,
+                    got,
+                    why,
+                    False,
+                    lay.summary_full if status == "truncated" else None,
+                )
+            )
+        for d in (
+            lay.static_fit
+            + [Decision(c, "included", c.text, c.tokens, "protected (P0)") for c in lay.tail_p0]
+            + lay.tail_fit
+        ):
             c = d.candidate
-            if c.block.priority <= 0 and not c.block.static and d.reason == "P0: always included":
-                continue  # reported from the p0_dynamic list
-            status = d.status
-            report.blocks.append(BlockReport(
+            lines.append(BlockReport(
                 c.block.name, c.source, "system" if c.block.static else "retrieved", c.block.priority,
-                status, d.tokens, d.reason, c.cached, c.tokens if status == "truncated" else None, c.fetch_ms,
-            ))
-        if summary_given:
-            s_tokens = self._msg_cost(summary_text) if summary_text else 0
-            s_status = "dropped" if not summary_text else ("included" if s_tokens >= summary_full else "truncated")
-            s_reason = "no room left" if not summary_text else ("fits" if s_status == "included" else f"cut from {summary_full} tokens")
-            report.blocks.append(BlockReport("summary", "summary", "summary", 1, s_status, s_tokens, s_reason, original_tokens=summary_full if s_status == "truncated" else None))  # type: ignore[arg-type]
+                d.status, d.tokens, d.reason, c.cached, c.tokens if d.status == "truncated" else None, c.fetch_ms,
+            ))  # fmt: skip
+        window, win = lay.window_messages, lay.window
+        hist_tokens = sum(count_message(counter, m, ov) for m in window)
+        if history:
+            h_status: Status = (
+                "included" if len(window) == len(history) else "truncated" if window else "dropped"
+            )
+            reason = f"{len(window)} of {len(history)} messages; window stopped at: {win.stopped}"
+            if win.broken:
+                reason += f"; skipped {len(win.broken)} broken unit(s): {win.broken[0][1]}"
+            lines.append(
+                BlockReport("history", "history", "recent", 1, h_status, hist_tokens, reason)
+            )
+        cur = count_message(counter, current, ov)
+        lines.append(
+            BlockReport(
+                "current_message", "input", "input", 0, "included", cur, "protected: always present"
+            )
+        )
+        goal = count_message(counter, lay.goal, ov) if lay.goal is not None and lay.goal_in else 0
+        if self.restate_goal:
+            lines.append(
+                BlockReport(
+                    "current_goal",
+                    "engine",
+                    "input",
+                    1,
+                    "included" if goal else "dropped",
+                    goal,
+                    "instruction pinning" if goal else "no room left",
+                )
+            )
+        report.blocks[:0] = lines[:1] if self.system_prompt else []
+        report.blocks.extend(lines[1:] if self.system_prompt else lines)
+        report.protected_tokens = lay.protected
         report.history_messages = len(window)
         report.history_units = win.units
         report.history_total = len(history)
         report.history_considered = len(history) - win.considered_end
         report.history_shortened = win.shortened
         report.history_stopped = win.stopped
-        hist_tokens = sum(count_message(counter, m, ov) for m in window)
-        status = "included" if len(window) == len(history) else ("dropped" if not window and history else "truncated")
-        reason = f"{len(window)} of {len(history)} messages; window stopped at: {win.stopped}"
-        if win.broken:
-            reason += f"; skipped {len(win.broken)} broken unit(s): {win.broken[0][1]}"
-        if history:
-            report.blocks.append(BlockReport("history", "history", "recent", 1, status, hist_tokens, reason))
-        report.blocks.append(BlockReport("current_message", "input", "input", 0, "included", count_message(counter, current, ov), "protected: always present"))
-        if self.restate_goal:
-            report.blocks.append(BlockReport("current_goal", "engine", "input", 1, "included" if goal_msg else "dropped", goal_cost if goal_msg else 0, "instruction pinning" if goal_msg else "no room left"))
-        sections: dict[Section, int] = {"system": 0, "summary": 0, "retrieved": 0, "recent": 0, "input": 0}
+        # per-section tokens, read off the assembled messages
+        first_sys = (
+            1
+            if lay.breakpoints
+            and messages[0].role == "system"
+            and (self.system_prompt or lay.static_p0 or lay.static_fit)
+            else 0
+        )
+        used = {
+            "system": count_message(counter, messages[0], ov) if first_sys else 0,
+            "summary": self._msg_cost(lay.summary_text) if lay.summary_text else 0,
+            "recent": hist_tokens,
+            "input": cur + goal + ov.reply_priming,
+        }
+        used["retrieved"] = report.used - sum(used.values())
         weights = bud.weights()
-        sys_msgs = messages[0] if messages and messages[0].role == "system" and (self.system_prompt or p0_static or static_in) else None
-        sections["system"] = count_message(counter, sys_msgs, ov) if sys_msgs else 0
-        sections["summary"] = self._msg_cost(summary_text) if summary_text else 0
-        sections["recent"] = hist_tokens
-        tail = [m for m in messages[len(messages) - (2 if goal_msg else 1) - (1 if dyn_in else 0):] if m.role == "system" and m is not goal_msg]
-        sections["retrieved"] = sum(count_message(counter, m, ov) for m in tail)
-        sections["input"] = count_message(counter, current, ov) + (count_message(counter, goal_msg, ov) if goal_msg else 0) + ov.reply_priming
-        for name, tokens in sections.items():
-            report.sections[name] = SectionReport(round(weights[name], 4), grant.get(name, 0) if name in grant else tokens, tokens)
-        report.used = total
-        breakpoints = []
-        i = 0
-        if sys_msgs is not None:
-            breakpoints.append(0)
-            i = 1
-        if summary_text:
-            breakpoints.append(i)
-            i += 1
-        if window:
-            breakpoints.append(i + len(window) - 1)
-        return BuiltContext(messages, report, tuple(breakpoints))
+        for name in ("system", "summary", "retrieved", "recent", "input"):
+            allotted = lay.grant.get(name, 0) + (used[name] if name in ("system", "input") else 0)
+            report.sections[name] = SectionReport(round(weights[name], 4), allotted, used[name])
