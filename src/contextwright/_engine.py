@@ -71,6 +71,7 @@ class _Layout:
     goal_in: bool = False
     protected: int = 0
     grant: dict[str, int] = field(default_factory=dict)
+    protected_by: dict[str, int] = field(default_factory=dict)  # protected tokens per section
     breakpoints: list[int] = field(default_factory=list)
 
 
@@ -428,6 +429,7 @@ class ContextEngine:
         tail_frame = self._msg_cost(t["tail.header"]) + 1
         tail_cost = tail_frame + sum(c.tokens for c in lay.tail_p0) if lay.tail_p0 else 0
         lay.protected = ov.reply_priming + sys_cost + cur_cost + tail_cost
+        lay.protected_by = {"system": sys_cost, "retrieved": tail_cost, "input": cur_cost + ov.reply_priming}
         if lay.protected > limit:
             items = [
                 ("system_prompt", self._msg_cost(self.system_prompt) if self.system_prompt else 0)
@@ -717,5 +719,5 @@ class ContextEngine:
         used["retrieved"] = report.used - sum(used.values())
         weights = bud.weights()
         for name in ("system", "summary", "retrieved", "recent", "input"):
-            allotted = lay.grant.get(name, 0) + (used[name] if name in ("system", "input") else 0)
+            allotted = lay.grant.get(name, 0) + lay.protected_by.get(name, 0)
             report.sections[name] = SectionReport(round(weights[name], 4), allotted, used[name])

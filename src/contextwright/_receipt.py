@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from . import adapters
+from ._errors import ConfigError
 from ._messages import Message
 
 __all__ = ["BlockReport", "BuiltContext", "ContextReport", "SectionReport", "Status"]
@@ -156,7 +158,18 @@ class BuiltContext:
     rendered: Any = None  # the provider request, when build() was asked for one
 
     def render(self, provider: str = "openai", **kw: Any) -> Any:
-        """The messages in a provider's wire format: "openai", "anthropic" or "responses"."""
-        from .adapters import render as render_any
+        """The messages in a provider's wire format, validated by its rules.
 
-        return render_any(self.messages, provider, cache_breakpoints=self.cache_breakpoints, **kw)
+        ``"openai"``: a Chat Completions ``messages`` list; ``"responses"``: an OpenAI
+        Responses ``input`` list; ``"anthropic"``: ``{"system": [...], "messages": [...]}``
+        with ``cache_control`` breakpoints after the stable prefix. Extra keywords go
+        to the renderer (e.g. ``system_role="developer"`` for OpenAI reasoning models).
+        """
+        if provider == "openai":
+            return adapters.render_openai_chat(self.messages, **kw)
+        if provider == "responses":
+            return adapters.render_responses(self.messages, **kw)
+        if provider == "anthropic":
+            kw.setdefault("cache_breakpoints", self.cache_breakpoints)
+            return adapters.render_anthropic(self.messages, **kw)
+        raise ConfigError(f"unknown provider {provider!r}; expected 'openai', 'responses' or 'anthropic'")

@@ -6,6 +6,8 @@ the allowance, so the cost of a build grows with the window, not with the length
 of the conversation. It never splits a unit and never keeps a broken one (a tool
 result without its call, a call missing results): providers reject both.
 
+A window that had to stop before the start of the history begins at a user turn.
+
 A message longer than ``max_message_tokens`` is shortened in the prompt only, with a
 marker (seed 002's ``maxMessageTokens``): text keeps its head, tool results keep head
 and tail, where errors and totals usually are. If the newest unit alone does not
@@ -190,6 +192,16 @@ def select_window(
         result.units += 1
         result.shortened += shortened
         result.start = unit.start
+    if result.stopped != "start of history":
+        # A cut window starts at a user turn: an answer without its question
+        # confuses the model, and Anthropic rejects a conversation that opens
+        # with an assistant turn.
+        while chunks and chunks[-1][0].role != "user":
+            dropped = chunks.pop()
+            result.tokens -= sum(count_message(counter, m, overhead) for m in dropped)
+            result.units -= 1
+            result.shortened -= sum(1 for m in dropped if "shortened_from" in m.metadata)
+            result.start += len(dropped)
     for chunk in reversed(chunks):
         result.messages.extend(chunk)
     return result

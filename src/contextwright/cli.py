@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from . import adapters
+from ._budget import model_info
 from ._engine import ContextEngine
-from ._errors import BudgetError, ContextwrightError, InvalidMessageError, UserError
+from ._errors import BudgetError, ConfigError, ContextwrightError, InvalidMessageError, UserError
 from ._knowledge import InMemoryKnowledgeStore
 from ._memory import InMemoryMemoryStore, Memory, Scope
 from ._messages import Message
@@ -37,7 +38,7 @@ __all__ = ["main"]
 _OBJECT_KEYS = {
     "messages", "system", "message", "state", "user", "tenant", "conversation", "locale",
     "memories", "knowledge", "knowledge_gate", "experiences", "experience_stages",
-    "core_fields", "stage_names", "labels", "model",
+    "core_fields", "stage_names", "labels", "model", "max_message_tokens",
 }  # fmt: skip
 
 
@@ -116,6 +117,7 @@ def _engine(conf: Mapping[str, Any], counter: TokenCounter, budget: int | None, 
     return ContextEngine(
         system_prompt=system, sources=sources, counter=counter, model=model,
         budget=budget, locale=str(conf.get("locale", "en")),
+        max_message_tokens=int(conf.get("max_message_tokens", 2000)),
     )  # fmt: skip
 
 
@@ -185,10 +187,15 @@ def _build(conf: Mapping[str, Any], args: argparse.Namespace) -> BuiltContext:
     if lead and not system:
         system = "\n\n".join(m.text for m in history[:lead])
     history = history[lead:]
+    if args.budget is None:
+        try:
+            model_info(model or "")
+        except ConfigError:
+            raise UserError(
+                f"--budget N is required unless --model names a known model (got {model!r})"
+            ) from None
     engine = _engine({**conf, "system": system}, counter, args.budget, model)
     state = ConversationState.from_dict(conf.get("state") or {})
-    if args.budget is None and engine.budget is None:
-        raise UserError("--budget N is required unless --model names a known model")
     return engine.build_sync(
         current,
         history=history,
@@ -203,9 +210,11 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="contextwright", description=__doc__.split("\n\n")[0] if __doc__ else None)
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="build a context from the bundled sample conversation")
-    demo.add_argument("--budget", type=int, default=1500, help="input tokens (default 1500)")
+    demo.add_argument("--budget", type=int, default=2500, help="input tokens (default 2500)")
     demo.add_argument("--format", choices=["openai", "anthropic", "responses"], default="openai")
-    demo.add_argument("--model", default=None, help="model name (picks the tokenizer and window)")
+    demo.add_argument(
+        "--model", default="gpt-4o", help="model name: picks the tokenizer (default gpt-4o, exact o200k if installed)"
+    )
     demo.add_argument("--json", action="store_true", help="print {messages, report} as JSON")
     demo.add_argument("--query", default=None, help="ask this instead of the sample's question")
     b = sub.add_parser("build", help="build a context for a conversation file")
