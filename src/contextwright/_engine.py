@@ -46,7 +46,7 @@ from ._tokens import (
     count_message,
     default_counter,
 )
-from ._window import ShortenCache, WindowResult, select_window
+from ._window import ShortenCache, WindowResult, narrow_window, select_window
 from .sources._base import Source
 from .sources._state import ConversationState, Turn
 from .sources._templates import templates_for
@@ -157,6 +157,7 @@ class ContextEngine:
         self.templates = templates
         self._shortened = ShortenCache()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._turn_count: tuple[int, Message, int] | None = None
         self._lock = threading.Lock()
 
     @staticmethod
@@ -184,11 +185,14 @@ class ContextEngine:
         state: ConversationState | None = None,
         locale: str | None = None,
         provider: str | None = None,
+        user_turns: int | None = None,
     ) -> BuiltContext:
         """Build the context for ``message`` after ``history`` (oldest first).
 
-        Raises `BudgetError` when the protected zone alone exceeds the budget and
-        `InvalidMessageError` for a malformed message or history.
+        ``user_turns`` is the number of user messages before this one, if the caller
+        knows it; otherwise it is counted, incrementally across builds of a growing
+        history. Raises `BudgetError` when the protected zone alone exceeds the budget
+        and `InvalidMessageError` for a malformed message or history.
         """
         t0 = time.perf_counter()
         bud = self._budget(budget, None) if budget is not None else self.budget
@@ -204,8 +208,17 @@ class ContextEngine:
                 )
         now = self.clock()
         loc = locale or self.locale
+        turns = self._user_turns(history) if user_turns is None else user_turns
         turn = Turn(
-            current, history, tenant, user, conversation, state or ConversationState(), now, loc
+            current,
+            history,
+            tenant,
+            user,
+            conversation,
+            state or ConversationState(),
+            now,
+            loc,
+            turns,
         )
         t = templates_for(loc, self.templates)
         limit = bud.input_tokens
@@ -239,7 +252,14 @@ class ContextEngine:
 
         # 2. fetch
         allowance = max(1, int(weights["retrieved"] * limit))
-        fetched = await asyncio.gather(*(self._fetch(s, turn, allowance) for s, _ in applicable))
+        cached = [self._from_cache(s, turn) for s, _ in applicable]
+        misses = [i for i, hit in enumerate(cached) if hit is None]
+        got = await asyncio.gather(
+            *(self._fetch(applicable[i][0], turn, allowance) for i in misses)
+        )
+        for i, f in zip(misses, got, strict=True):
+            cached[i] = f
+        fetched = [f for f in cached if f is not None]
         t2 = time.perf_counter()
 
         # 3. fit
@@ -263,6 +283,25 @@ class ContextEngine:
             ms["render"] = (time.perf_counter() - t4) * 1e3
         report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
         return built
+
+    def _user_turns(self, history: Sequence[Message]) -> int:
+        """User messages in ``history``, counting only what is new since the last build.
+
+        The count is kept with the last message it saw; when the next history holds
+        that same message object at the same position, only the messages after it
+        are counted, so a growing conversation costs O(new messages) per build.
+        """
+        n = len(history)
+        seen = self._turn_count
+        if seen is not None:
+            seen_n, seen_last, count = seen
+            if 0 < seen_n <= n and history[seen_n - 1] is seen_last:
+                count += sum(1 for i in range(seen_n, n) if history[i].role == "user")
+                self._turn_count = (n, history[n - 1], count)
+                return count
+        count = sum(1 for m in history if m.role == "user")
+        self._turn_count = (n, history[n - 1], count) if n else None
+        return count
 
     def build_sync(self, message: str | Message, **kw: Any) -> BuiltContext:
         """`build` for code without an event loop (one private loop per engine)."""
@@ -305,58 +344,50 @@ class ContextEngine:
             )
         return message
 
+    def _cache_key(self, source: Source, turn: Turn) -> str:
+        key_fn = getattr(source, "cache_key", None)
+        return f"{source.name}:{key_fn(turn) if key_fn else ''}"
+
+    def _from_cache(self, source: Source, turn: Turn) -> _Fetched | None:
+        """A fresh cached answer of ``source``, checked before any task is made."""
+        if not float(getattr(source, "ttl", 0.0) or 0.0) > 0:
+            return None
+        start = time.perf_counter()
+        try:
+            hit = self.cache.get(turn.namespace, self._cache_key(source, turn))
+        except Exception:  # a broken cache_key or cache is a miss; _fetch reports it
+            return None
+        if hit is None:
+            return None
+        ms = (time.perf_counter() - start) * 1e3
+        return _Fetched(
+            source.name, "ok" if hit else "empty", list(hit), "served from cache", True, ms
+        )
+
     async def _fetch(self, source: Source, turn: Turn, allowance: int) -> _Fetched:
+        """Run one source under its deadline; whatever goes wrong is reported, not raised."""
         start = time.perf_counter()
         ttl = float(getattr(source, "ttl", 0.0) or 0.0)
-        key = ""
-        if ttl > 0:
-            key_fn = getattr(source, "cache_key", None)
-            key = f"{source.name}:{key_fn(turn) if key_fn else ''}"
-            hit = self.cache.get(turn.namespace, key)
-            if hit is not None:
-                return _Fetched(
-                    source.name,
-                    "ok" if hit else "empty",
-                    list(hit),
-                    "served from cache",
-                    True,
-                    (time.perf_counter() - start) * 1e3,
-                )
         deadline = getattr(source, "deadline", 0.5)
+
+        def done(status: str, blocks: list[Block], reason: str) -> _Fetched:
+            return _Fetched(
+                source.name, status, blocks, reason, False, (time.perf_counter() - start) * 1e3
+            )
+
         try:
             result = await asyncio.wait_for(source.fetch(turn, allowance), deadline)
             blocks = _as_blocks(result, source)
+            if ttl > 0:
+                tags_fn = getattr(source, "cache_tags", None)
+                tags = tags_fn(turn) if tags_fn else getattr(source, "tags", ())
+                key = self._cache_key(source, turn)
+                self.cache.set(turn.namespace, key, tuple(blocks), ttl=ttl, tags=tags)
         except asyncio.TimeoutError:
-            return _Fetched(
-                source.name,
-                "timed_out",
-                [],
-                f"no answer within {deadline * 1e3:.0f} ms",
-                False,
-                (time.perf_counter() - start) * 1e3,
-            )
+            return done("timed_out", [], f"no answer within {deadline * 1e3:.0f} ms")
         except Exception as exc:  # a source must never break the build
-            return _Fetched(
-                source.name,
-                "failed",
-                [],
-                f"{type(exc).__name__}: {exc}",
-                False,
-                (time.perf_counter() - start) * 1e3,
-            )
-        if ttl > 0:
-            tags_fn = getattr(source, "cache_tags", None)
-            tags = tags_fn(turn) if tags_fn else getattr(source, "tags", ())
-            self.cache.set(turn.namespace, key, tuple(blocks), ttl=ttl, tags=tags)
-        status = "ok" if blocks else "empty"
-        return _Fetched(
-            source.name,
-            status,
-            blocks,
-            "" if blocks else "nothing to add",
-            False,
-            (time.perf_counter() - start) * 1e3,
-        )
+            return done("failed", [], f"{type(exc).__name__}: {exc}")
+        return done("ok", blocks, "") if blocks else done("empty", [], "nothing to add")
 
     def _msg_cost(self, text: str) -> int:
         return self.overhead.per_message + self.counter.count(text)
@@ -429,7 +460,11 @@ class ContextEngine:
         tail_frame = self._msg_cost(t["tail.header"]) + 1
         tail_cost = tail_frame + sum(c.tokens for c in lay.tail_p0) if lay.tail_p0 else 0
         lay.protected = ov.reply_priming + sys_cost + cur_cost + tail_cost
-        lay.protected_by = {"system": sys_cost, "retrieved": tail_cost, "input": cur_cost + ov.reply_priming}
+        lay.protected_by = {
+            "system": sys_cost,
+            "retrieved": tail_cost,
+            "input": cur_cost + ov.reply_priming,
+        }
         if lay.protected > limit:
             items = [
                 ("system_prompt", self._msg_cost(self.system_prompt) if self.system_prompt else 0)
@@ -506,8 +541,10 @@ class ContextEngine:
             tail_rest, max(0, grant["retrieved"] - frame), self.counter
         )
         used["retrieved"] = used_r + frame if used_r else 0
-        fits_whole = probe.stopped != "budget" and probe.tokens <= grant["recent"]
-        lay.window = probe if fits_whole else self._window(history, grant["recent"])
+        lay.window = narrow_window(
+            probe, grant["recent"], history, self.counter, overhead=self.overhead,
+            max_message_tokens=self.max_message_tokens, cache=self._shortened,
+        )  # fmt: skip
         used["recent"] = lay.window.tokens
         lay.goal_in = lay.goal is not None and lay.goal_cost <= grant["input"]
         used["input"] = lay.goal_cost if lay.goal_in else 0

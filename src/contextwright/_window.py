@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from ._errors import InvalidMessageError
 from ._messages import Message, Part, TextPart, ToolResultPart, Unit, iter_units_backwards
 from ._tokens import (
     DEFAULT_OVERHEAD,
@@ -30,7 +32,7 @@ from ._tokens import (
     truncate_to_tokens,
 )
 
-__all__ = ["ShortenCache", "WindowResult", "select_window", "shorten_message"]
+__all__ = ["ShortenCache", "WindowResult", "narrow_window", "select_window", "shorten_message"]
 
 SHORT_MARKER = "…[{omitted} characters cut from this message in the prompt]…"
 
@@ -93,7 +95,9 @@ def shorten_message(
             continue
         share = room * size // cuttable
         if isinstance(part, TextPart):
-            parts.append(TextPart(truncate_to_tokens(part.text, share, counter, marker=SHORT_MARKER)))
+            parts.append(
+                TextPart(truncate_to_tokens(part.text, share, counter, marker=SHORT_MARKER))
+            )
         elif isinstance(part, ToolResultPart) and isinstance(part.content, str):
             cut = truncate_to_tokens(part.content, share, counter, keep="both", marker=SHORT_MARKER)
             parts.append(ToolResultPart(part.call_id, cut, part.is_error, part.name))
@@ -119,6 +123,16 @@ class WindowResult:
     broken: list[tuple[Unit, str]] = field(default_factory=list)
     stopped: str = "start of history"
     considered_end: int = 0  # the window stopped after looking at history[considered_end:]
+    taken: list[_Taken] = field(default_factory=list, repr=False)  # newest first, before trimming
+    squeezed: bool = False  # the newest unit was shortened to fit
+
+
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    unit: Unit
+    messages: list[Message]
+    cost: int
+    shortened: int
 
 
 def _unit_messages(
@@ -155,9 +169,35 @@ def select_window(
     stop: int = 0,
     cache: ShortenCache | None = None,
 ) -> WindowResult:
-    """The newest units of ``history[stop:]`` that fit in ``allowance`` tokens."""
+    """The newest units of ``history[stop:]`` that fit in ``allowance`` tokens.
+
+    Only the messages the walk reaches are looked at; one that is not a `Message`
+    raises `InvalidMessageError` naming its index.
+    """
+    try:
+        return _select(
+            history, allowance, counter, overhead, max_message_tokens, max_units, stop, cache
+        )
+    except AttributeError:
+        for i, m in enumerate(history):
+            if not isinstance(m, Message):
+                raise InvalidMessageError(
+                    f"history[{i}]", f"must be a Message, got {type(m).__name__}"
+                ) from None
+        raise
+
+
+def _select(
+    history: Sequence[Message],
+    allowance: int,
+    counter: TokenCounter,
+    overhead: MessageOverhead,
+    max_message_tokens: int | None,
+    max_units: int | None,
+    stop: int,
+    cache: ShortenCache | None,
+) -> WindowResult:
     result = WindowResult(start=len(history), considered_end=len(history))
-    chunks: list[list[Message]] = []
     remaining = allowance
     for unit in iter_units_backwards(history, stop):
         result.considered_end = unit.start
@@ -169,39 +209,82 @@ def select_window(
             )
             result.broken.append((unit, why))
             continue
-        if max_units is not None and result.units >= max_units:
+        if max_units is not None and len(result.taken) >= max_units:
             result.stopped = f"window size ({max_units} units)"
             result.considered_end = unit.end
             break
         msgs, cost, shortened = _unit_messages(
             history, unit, counter, overhead, max_message_tokens, cache
         )
-        if cost > remaining and result.units == 0 and remaining > 0:
+        if cost > remaining and not result.taken and remaining > 0:
             # the newest unit alone is too big: shorten its long parts to fit
             per = max(1, remaining // max(1, len(msgs)))
             msgs = [shorten_message(m, per, counter, overhead, cache) for m in msgs]
             shortened = sum(1 for m in msgs if "shortened_from" in m.metadata)
             cost = sum(count_message(counter, m, overhead) for m in msgs)
+            result.squeezed = True
         if cost > remaining:
             result.stopped = "budget"
             result.considered_end = unit.end
             break
-        chunks.append(msgs)
+        result.taken.append(_Taken(unit, msgs, cost, shortened))
         remaining -= cost
-        result.tokens += cost
-        result.units += 1
-        result.shortened += shortened
-        result.start = unit.start
+    return _finish(result, len(result.taken))
+
+
+def _finish(result: WindowResult, keep: int) -> WindowResult:
+    """Fill in the kept messages and totals from the first ``keep`` taken units."""
+    chunks = result.taken[:keep]
     if result.stopped != "start of history":
         # A cut window starts at a user turn: an answer without its question
         # confuses the model, and Anthropic rejects a conversation that opens
         # with an assistant turn.
-        while chunks and chunks[-1][0].role != "user":
-            dropped = chunks.pop()
-            result.tokens -= sum(count_message(counter, m, overhead) for m in dropped)
-            result.units -= 1
-            result.shortened -= sum(1 for m in dropped if "shortened_from" in m.metadata)
-            result.start += len(dropped)
-    for chunk in reversed(chunks):
-        result.messages.extend(chunk)
+        while chunks and chunks[-1].messages[0].role != "user":
+            chunks = chunks[:-1]
+    result.messages = [m for chunk in reversed(chunks) for m in chunk.messages]
+    result.tokens = sum(c.cost for c in chunks)
+    result.units = len(chunks)
+    result.shortened = sum(c.shortened for c in chunks)
+    result.start = chunks[-1].unit.start if chunks else result.considered_end
     return result
+
+
+def narrow_window(
+    probe: WindowResult,
+    allowance: int,
+    history: Sequence[Message],
+    counter: TokenCounter,
+    **kw: Any,
+) -> WindowResult:
+    """The window for a smaller ``allowance``, derived from a wider ``probe``.
+
+    The units the probe took (newest first) and their costs are reused: the
+    narrower window is their longest prefix that fits, so the history is walked
+    once per build, not once per allocation pass. Only when the probe had to
+    squeeze its newest unit is the walk redone.
+    """
+    if probe.tokens <= allowance and probe.stopped != "budget":
+        return probe
+    if probe.squeezed:
+        return select_window(history, allowance, counter, **kw)
+    keep, total = 0, 0
+    for chunk in probe.taken:
+        if total + chunk.cost > allowance:
+            break
+        total += chunk.cost
+        keep += 1
+    if keep == len(probe.taken) and probe.stopped != "budget":
+        return probe
+    if keep == 0 and probe.taken and allowance > 0:
+        return select_window(history, allowance, counter, **kw)  # squeeze the newest unit
+    narrowed = WindowResult(
+        taken=probe.taken,
+        broken=[b for b in probe.broken if b[0].start >= probe.taken[keep - 1].unit.start]
+        if keep
+        else [],
+        stopped="budget",
+        considered_end=probe.taken[keep].unit.end
+        if keep < len(probe.taken)
+        else probe.considered_end,
+    )
+    return _finish(narrowed, keep)

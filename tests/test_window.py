@@ -1,0 +1,55 @@
+"""The sliding window: whole units, newest first, narrowing without a second walk."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextwright import HeuristicCounter, Message, count_message, group_units, select_window
+from contextwright._window import ShortenCache, narrow_window, shorten_message
+
+from .conftest import conversations
+
+C = HeuristicCounter()
+
+
+@given(conversations(max_units=30, broken=True), st.integers(0, 3000), st.integers(0, 3000))
+def test_narrowing_a_probe_equals_a_fresh_window(history, a, b):
+    wide, narrow = max(a, b), min(a, b)
+    probe = select_window(history, wide, C, max_message_tokens=200)
+    derived = narrow_window(probe, narrow, history, C, max_message_tokens=200)
+    fresh = select_window(history, narrow, C, max_message_tokens=200)
+    assert [m.id for m in derived.messages] == [m.id for m in fresh.messages]
+    assert derived.tokens == fresh.tokens
+    assert derived.tokens <= narrow
+
+
+@given(conversations(max_units=30, broken=True), st.integers(0, 3000))
+def test_window_is_whole_units_within_allowance(history, allowance):
+    w = select_window(history, allowance, C)
+    assert w.tokens <= allowance
+    assert sum(count_message(C, m) for m in w.messages) == w.tokens
+    assert all(u.ok for u in group_units(w.messages))
+    # the window is a suffix of the good units of the history
+    ids = [m.id for m in history]
+    if w.messages:
+        assert ids.index(w.messages[-1].id) == len(ids) - 1 or w.broken
+
+
+def test_cut_window_starts_with_user():
+    history = [Message.user("q1"), Message.assistant("a1 " * 50), Message.user("q2"), Message.assistant("a2")]
+    w = select_window(history, count_message(C, history[-1]) + count_message(C, history[-2]) + 5, C)
+    assert w.messages[0].role == "user"
+    w2 = select_window(history, count_message(C, history[-1]) + 1, C)
+    assert w2.messages == []  # an answer alone is not a window
+
+
+def test_shortening_is_cached_and_marked():
+    cache = ShortenCache()
+    m = Message.user("word " * 2000)
+    a = shorten_message(m, 100, C, cache=cache)
+    b = shorten_message(m, 100, C, cache=cache)
+    assert a is b
+    assert count_message(C, a) <= 110
+    assert a.metadata["shortened_from"] > 100
+    assert "cut from this message" in a.text
