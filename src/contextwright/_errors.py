@@ -9,6 +9,8 @@ The hierarchy::
     │   ├── ConfigError                 a setting is out of range or inconsistent
     │   └── MissingDependencyError      an optional extra is not installed; names the extra
     ├── BudgetError                     the protected zone alone does not fit the budget
+    ├── LLMError                        a call to a language model failed (HTTP error, timeout,
+    │                                   unusable answer); the SDK's error is the cause
     └── ProviderRuleError               a rendered request breaks a provider's rules;
                                         says which rule and at which position
 
@@ -25,6 +27,7 @@ __all__ = [
     "ConfigError",
     "ContextwrightError",
     "InvalidMessageError",
+    "LLMError",
     "MissingDependencyError",
     "ProviderRuleError",
     "UserError",
@@ -84,6 +87,14 @@ class BudgetError(ContextwrightError):
             f"protected zone needs {needed} tokens but the budget allows {available} ({parts}); "
             "raise the budget, shorten the system prompt or pinned items, or unpin some"
         )
+
+
+class LLMError(ContextwrightError):
+    """A call to a language model failed: HTTP error, timeout, refused or unusable answer.
+
+    Raised by the clients in `contextwright.llm` with the SDK's exception as
+    ``__cause__``; summarisers and extractors catch it and fall back to rules.
+    """
 
 
 class ProviderRuleError(ContextwrightError):

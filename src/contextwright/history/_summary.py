@@ -1,0 +1,577 @@
+"""Incremental thread summaries: older turns folded into one short text, turn after turn.
+
+When history outgrows its share of the budget, the oldest turns leave the prompt and a
+summary takes their place (seed 002 §"会话摘要": topics, decisions, preferences,
+technical details; "增量更新：新摘要与旧摘要合并"). A `Summarizer` is incremental:
+it gets the previous summary (or ``None``) and only the messages since, and returns a
+`SummaryDraft` that *merges* the two, never longer than ``max_tokens`` by the given
+counter. Nothing here deletes a message; the caller decides what the summary replaces.
+
+Two summarizers ship:
+
+* `RuleSummarizer` — no model, no network, deterministic; the default (DESIGN.md: the
+  default summariser is rule-based). It writes seed 004's rule summary ("规则摘要")
+  in English or Chinese::
+
+      [Summary of the earlier conversation]
+      Topics:
+      - How do I serve HTTP asynchronously in Rust?
+      Conclusions:
+      - Use tokio as the async runtime.
+      Technical context:
+      - Code blocks: rust ×2
+      - Files: Cargo.toml
+      - Tool calls: search ×1
+      - search → 3 crates found: tokio, hyper, axum
+      (Compressed 6 messages: 2 user, 3 assistant, 1 tool; 1 tool call)
+
+  The format is its own data (`_summary_format`): `RuleSummary.parse` reads a
+  rendered summary back into item lists and counts, so the next round merges lists
+  (de-duplicated, the newest kept when a list is capped) and adds counts, instead of
+  appending text to text. Lines it does not recognise (an LLM's summary, a
+  hand-written note) are kept as items of an "Earlier summary" section.
+
+* `LLMSummarizer` — asks an `LLM` to merge the previous summary and the new messages,
+  under a deadline; on any failure (timeout, error, empty answer) it falls back to
+  the rules and says so in ``method`` (seed 004 ``llm_fallback_to_rules``). The
+  message counts are appended by code, not by the model, so they stay exact and the
+  rules can continue from an LLM summary.
+
+Over ``max_tokens``, the rules drop the oldest items first (the longest list loses
+first) and an LLM answer keeps as many of its first lines as fit; only when that is
+not enough is the text cut with `truncate_to_tokens`. ``max_tokens`` is a hard cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
+
+from .._errors import ConfigError
+from .._messages import Message, TextPart
+from .._tokens import TokenCounter, truncate_to_tokens
+from ..llm import LLM, describe_error
+from ._summary_format import (
+    CODE_FENCE,
+    LABELS,
+    Locale,
+    RuleSummary,
+    add_counts,
+    item_key,
+    merge_items,
+    resolve_locale,
+    strip_frame,
+)
+
+__all__ = ["LLMSummarizer", "RuleSummarizer", "Summarizer", "SummaryDraft"]
+
+
+@dataclass(frozen=True)
+class SummaryDraft:
+    """A summary and what it covers.
+
+    ``content`` is the text, at most ``max_tokens`` by the summarizer's counter
+    (``tokens``). ``method`` says how it was made: ``"rules"``, ``"llm:<name>"`` or
+    ``"rules (fallback: <reason>)"``. The counts are cumulative: every message the
+    summary stands for, the previous summary's ones included.
+    """
+
+    content: str
+    method: str
+    messages: int
+    user_messages: int
+    assistant_messages: int
+    tool_messages: int
+    tokens: int
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Folds ``messages`` into ``previous`` (a summary text or ``None``), incrementally.
+
+    The result merges the previous summary with the new messages (not just appended),
+    stays within ``max_tokens`` by the summarizer's counter, and is written in
+    ``locale`` (``"en"``, ``"zh"``, or ``"auto"`` to pick from the messages).
+    """
+
+    name: str
+
+    async def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_tokens: int = 800,
+        locale: str = "auto",
+    ) -> SummaryDraft: ...
+
+
+# -- extraction ------------------------------------------------------------------------
+
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+# File names in prose and tool arguments: ASCII path characters only, because
+# Python's \w would swallow the Chinese around a name ("修改main.rs文件").
+_FILE = re.compile(
+    r"(?<![A-Za-z0-9_/.-])(?:[A-Za-z0-9_.-]+/)*(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*\."
+    r"(?:py|pyi|ipynb|rs|toml|lock|json|jsonl|ya?ml|md|rst|txt|csv|tsx?|jsx?|mjs|go|java|kt|"
+    r"c|h|cc|cpp|hpp|cs|rb|php|swift|sql|sh|ini|cfg|conf|env|html|css|scss|vue|xml|proto|tf)"
+    r"|Dockerfile|Makefile)(?![A-Za-z0-9_])"
+)
+_MD_PREFIX = re.compile(r"^(?:[-*+•>]\s+|\d+[.)]\s+|#{1,6}\s+)+")
+# A sentence ends at . ! ? before a space, or right after Chinese end punctuation.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？；])")
+# Words that state a result or decision (seed 004 "关键结论"). A sentence scores 2 per
+# strong word and 1 for any weak one; each reply gives its best-scoring sentences.
+_STRONG = re.compile(
+    r"\b(?:should|recommend\w*|suggest\w*|decid\w*|use|uses|using|switch(?:ed)? to|cho(?:o)?se|"
+    r"go with|prefer\w*|must|needs? to|instead|fix(?:ed|es)?|solution|conclusion)\b"
+    r"|建议|应该|推荐|决定|采用|使用|改用|选择|需要|可以|必须|结论|解决|确定",
+    re.IGNORECASE,
+)
+# An instruction at the start of a sentence is a decision too ("Add tokio to Cargo.toml").
+_IMPERATIVE = re.compile(
+    r"^(?:add|install|run|set|enable|disable|avoid|pin|keep|put|remove|replace|upgrade|"
+    r"don't|do not|never|always)\b|^(?:请|先|不要|务必|记得)",
+    re.IGNORECASE,
+)
+_WEAK = re.compile(
+    r"\b(?:is|are|was|were|will|works?|returns?|means?|because)\b|是|为|因为|所以|\d",
+    re.IGNORECASE,
+)
+_FILLER = re.compile(
+    r"^(?:(?:let me|let's see|i'll (?:check|look|search|run|try)|i will (?:check|look)|sure|"
+    r"okay|ok|great|thanks|thank you|hi|hello|hey|yes|no)\b|好的|让我|我来|稍等|收到|谢谢|你好|嗯|是的)",
+    re.IGNORECASE,
+)
+
+
+def _split_code(text: str) -> tuple[str, list[str]]:
+    """Prose with fenced code blocks removed, and the blocks' languages."""
+    langs = [(m.group(1) or "text").lower() for m in CODE_FENCE.finditer(text)]
+    return CODE_FENCE.sub("\n", text), langs
+
+
+def _sentences(prose: str) -> list[str]:
+    out: list[str] = []
+    for line in prose.splitlines():
+        line = _MD_PREFIX.sub("", line.strip()).replace("**", "").strip()
+        out.extend(p.strip() for p in _SENTENCE_END.split(line) if p.strip())
+    return out
+
+
+def _clip(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters, cut at a clause or word if one is near."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    at = max(cut.rfind(c) for c in "，,；;：: ")
+    if at >= limit // 2:
+        cut = cut[:at]
+    return cut.rstrip(" ,，;；:：") + "…"
+
+
+def _is_filler(sentence: str) -> bool:
+    """Greetings, acknowledgements and "let me check": neither topics nor conclusions."""
+    if len(item_key(sentence)) < 3:
+        return True
+    return bool(_FILLER.match(sentence)) and len(sentence) < 40 and not _STRONG.search(sentence)
+
+
+def _newest(items: list[str], n: int) -> list[str]:
+    return items[-n:] if n > 0 else []
+
+
+def _files(text: str) -> list[str]:
+    return [m.group(0).removeprefix("./") for m in _FILE.finditer(_URL.sub(" ", text))]
+
+
+class RuleSummarizer:
+    """The rule-based summary of seed 004, incremental, in English or Chinese.
+
+    Topics are the first substantive sentence of each user message; conclusions
+    are up to ``conclusions_per_reply`` sentences of each assistant reply that state
+    a result or decision (else its last sentence); the technical context counts code
+    blocks by language and tool calls by name, lists file names, and keeps a head of
+    at most ``tool_result_chars`` characters of each tool's latest result — tool
+    output is never quoted at length. Lists are capped by the ``max_*`` settings,
+    keeping the newest; items are cut to ``max_item_chars``.
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        *,
+        max_topics: int = 8,
+        max_conclusions: int = 8,
+        max_files: int = 12,
+        max_tool_results: int = 4,
+        max_notes: int = 8,
+        conclusions_per_reply: int = 2,
+        max_item_chars: int = 120,
+        tool_result_chars: int = 80,
+    ) -> None:
+        caps = {
+            "max_topics": max_topics,
+            "max_conclusions": max_conclusions,
+            "max_files": max_files,
+            "max_tool_results": max_tool_results,
+            "max_notes": max_notes,
+            "conclusions_per_reply": conclusions_per_reply,
+        }
+        for key, value in caps.items():
+            if value < 0:
+                raise ConfigError(f"RuleSummarizer {key} must be >= 0, got {value}")
+        if max_item_chars < 8 or tool_result_chars < 8:
+            raise ConfigError("RuleSummarizer max_item_chars and tool_result_chars must be >= 8")
+        self.counter = counter
+        self.name = "rules"
+        self.max_topics = max_topics
+        self.max_conclusions = max_conclusions
+        self.max_files = max_files
+        self.max_tool_results = max_tool_results
+        self.max_notes = max_notes
+        self.conclusions_per_reply = conclusions_per_reply
+        self.max_item_chars = max_item_chars
+        self.tool_result_chars = tool_result_chars
+
+    async def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_tokens: int = 800,
+        locale: str = "auto",
+    ) -> SummaryDraft:
+        return self.summarize_sync(
+            messages, previous=previous, max_tokens=max_tokens, locale=locale
+        )
+
+    def summarize_sync(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_tokens: int = 800,
+        locale: str = "auto",
+    ) -> SummaryDraft:
+        """`summarize` without the event loop: pure computation, no I/O."""
+        if max_tokens < 0:
+            raise ConfigError(f"max_tokens must be >= 0, got {max_tokens}")
+        loc = resolve_locale(locale, messages, previous)
+        before = RuleSummary.parse(previous) if previous else RuleSummary()
+        state = self._capped(before.merged(self.extract(messages)))
+        content = self._fit(state, loc, max_tokens)
+        return SummaryDraft(
+            content=content,
+            method=self.name,
+            messages=state.messages,
+            user_messages=state.user_messages,
+            assistant_messages=state.assistant_messages,
+            tool_messages=state.tool_messages,
+            tokens=self.counter.count(content),
+        )
+
+    def extract(self, messages: Sequence[Message]) -> RuleSummary:
+        """The `RuleSummary` of ``messages`` alone (no caps applied)."""
+        s = RuleSummary()
+        call_names: dict[str, str] = {}
+        for m in messages:
+            s.messages += 1
+            if m.role == "user":
+                s.user_messages += 1
+                prose, langs = _split_code(m.text)
+                add_counts(s.code, {lang: langs.count(lang) for lang in dict.fromkeys(langs)})
+                topic = next((t for t in _sentences(prose) if not _is_filler(t)), None)
+                if topic:
+                    s.topics.append(_clip(topic.rstrip(":："), self.max_item_chars))
+                s.files.extend(_files(prose))
+            elif m.role == "assistant":
+                s.assistant_messages += 1
+                text = "\n".join(p.text for p in m.parts if isinstance(p, TextPart))
+                prose, langs = _split_code(text)
+                add_counts(s.code, {lang: langs.count(lang) for lang in dict.fromkeys(langs)})
+                s.conclusions.extend(self._conclusions(prose))
+                s.files.extend(_files(prose))
+                for call in m.tool_calls:
+                    s.tool_calls += 1
+                    call_names[call.id] = call.name
+                    add_counts(s.tools, {call.name: 1})
+                    s.files.extend(_files(call.arguments))
+            elif m.role == "tool":
+                s.tool_messages += 1
+                for r in m.tool_results:
+                    name = r.name or call_names.get(r.call_id) or "tool"
+                    head = next((ln for ln in r.text.splitlines() if ln.strip()), "")
+                    if head:
+                        s.results.pop(name, None)
+                        s.results[name] = (_clip(head, self.tool_result_chars), r.is_error)
+        # De-duplicate within this batch too (a question asked twice is one topic).
+        s.topics = merge_items((), s.topics)
+        s.conclusions = merge_items((), s.conclusions)
+        s.files = merge_items((), s.files)
+        return s
+
+    def _conclusions(self, prose: str) -> list[str]:
+        scored: list[tuple[int, int, str]] = []
+        for i, sentence in enumerate(_sentences(prose)):
+            # Questions ask, and "Here is the code:" only introduces what follows.
+            if sentence.endswith(("?", "？", ":", "：")) or _is_filler(sentence):
+                continue
+            strong = len(_STRONG.findall(sentence)) + bool(_IMPERATIVE.match(sentence))
+            score = 2 * strong + min(1, len(_WEAK.findall(sentence)))
+            scored.append((score, i, sentence))
+        if not scored or self.conclusions_per_reply == 0:
+            return []
+        best = sorted((c for c in scored if c[0] > 0), key=lambda c: (-c[0], c[1]))
+        chosen = best[: self.conclusions_per_reply] or [scored[-1]]  # else the last sentence
+        return [_clip(s, self.max_item_chars) for _, _, s in sorted(chosen, key=lambda c: c[1])]
+
+    def _capped(self, s: RuleSummary) -> RuleSummary:
+        s.topics = _newest(s.topics, self.max_topics)
+        s.conclusions = _newest(s.conclusions, self.max_conclusions)
+        s.files = _newest(s.files, self.max_files)
+        s.notes = _newest([_clip(n, self.max_item_chars) for n in s.notes], self.max_notes)
+        while len(s.results) > self.max_tool_results:
+            del s.results[next(iter(s.results))]
+        return s
+
+    def _fit(self, state: RuleSummary, locale: Locale, max_tokens: int) -> str:
+        """Render within ``max_tokens``: drop oldest items, longest list first; then cut."""
+        count = self.counter.count
+        text = state.render(locale)
+        if count(text) <= max_tokens:
+            return text
+        s = state.copy()
+        # On a tie, what is cheapest to lose goes first; topics and conclusions last.
+        while True:
+            lists: list[list[str] | dict[str, int] | dict[str, tuple[str, bool]]] = [
+                s.results, s.files, s.code, s.tools, s.notes, s.conclusions, s.topics,
+            ]  # fmt: skip
+            longest = max(lists, key=len)
+            if not longest:
+                break
+            if isinstance(longest, list):
+                del longest[0]
+            else:
+                del longest[next(iter(longest))]
+            text = s.render(locale)
+            if count(text) <= max_tokens:
+                return text
+        return truncate_to_tokens(text, max_tokens, self.counter)
+
+
+# -- LLM summaries ---------------------------------------------------------------------
+
+PROMPTS: dict[Locale, tuple[str, str]] = {
+    "en": (
+        "You write faithful, concise summaries of conversations. You never invent facts.",
+        "Update the running summary of a conversation between a user and an assistant.\n\n"
+        "Merge the previous summary and the new messages into ONE summary. Do not just "
+        "append the new messages: combine what belongs together, update what changed, and "
+        "drop what no longer matters.\n"
+        "Keep:\n"
+        "- the user's background, goals and preferences;\n"
+        "- decisions and conclusions, with their reasons;\n"
+        "- open questions and unfinished tasks;\n"
+        "- technical details: file names, commands, code languages, tool results that matter.\n"
+        "Write in English, as short bullet lines, at most {max_tokens} tokens. "
+        "Reply with the summary only.\n\n"
+        "<previous_summary>\n{previous}\n</previous_summary>\n\n"
+        "<new_messages>\n{messages}\n</new_messages>",
+    ),
+    "zh": (
+        "你负责为对话撰写忠实、简洁的摘要，从不编造事实。",
+        "请更新用户与助手之间对话的滚动摘要。\n\n"
+        "把之前的摘要和新消息合并成一份摘要。不要把新消息简单地追加在后面：合并相关的内容，"
+        "更新已经变化的信息，删掉不再重要的内容。\n"
+        "需要保留：\n"
+        "- 用户的背景、目标和偏好；\n"
+        "- 决定和结论，以及理由；\n"
+        "- 尚未解决的问题和未完成的任务；\n"
+        "- 技术细节：文件名、命令、代码语言、重要的工具结果。\n"
+        "用中文书写，使用简短的要点，最多 {max_tokens} 个 token。只输出摘要本身。\n\n"
+        "<previous_summary>\n{previous}\n</previous_summary>\n\n"
+        "<new_messages>\n{messages}\n</new_messages>",
+    ),
+}
+_NONE = {"en": "(none)", "zh": "（无）"}
+# Message text must not close the prompt's own tags and smuggle in instructions.
+_PROMPT_TAG = re.compile(r"<(/?\s*(?:previous_summary|new_messages))", re.IGNORECASE)
+
+
+def _transcript(messages: Sequence[Message], tool_result_chars: int) -> str:
+    lines: list[str] = []
+    call_names: dict[str, str] = {}
+    for m in messages:
+        if m.role == "tool":
+            for r in m.tool_results:
+                name = r.name or call_names.get(r.call_id) or "tool"
+                flag = " (error)" if r.is_error else ""
+                lines.append(f"[tool {name}{flag}] {_clip(r.text, tool_result_chars)}")
+            continue
+        text = "\n".join(p.text for p in m.parts if isinstance(p, TextPart)).strip()
+        if text:
+            lines.append(f"[{m.role}] {text}")
+        for call in m.tool_calls:
+            call_names[call.id] = call.name
+            lines.append(f"[{m.role} calls {call.name}] {_clip(call.arguments, tool_result_chars)}")
+    return _PROMPT_TAG.sub(r"‹\1", "\n".join(lines))
+
+
+class LLMSummarizer:
+    """Summaries written by an `LLM`, under a deadline, falling back to the rules.
+
+    The prompt (``PROMPTS``, English or Chinese; or ``prompt_template`` with the
+    fields ``{previous}``, ``{messages}`` and ``{max_tokens}``) asks the model to merge
+    the previous summary with the new messages. The call runs under
+    ``asyncio.wait_for(deadline)``. A timeout, an exception or an empty answer falls
+    back to ``fallback`` (default `RuleSummarizer`) with ``method`` naming the reason;
+    an answer over ``max_tokens`` is cut, not rejected. The new messages are shown to
+    the model with tool output cut to ``tool_result_chars`` characters and the whole
+    transcript to ``max_input_tokens``.
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        counter: TokenCounter,
+        *,
+        deadline: float = 8.0,
+        fallback: Summarizer | None = None,
+        prompt_template: str | None = None,
+        system: str | None = None,
+        tool_result_chars: int = 300,
+        max_input_tokens: int = 8000,
+    ) -> None:
+        if deadline <= 0:
+            raise ConfigError(f"LLMSummarizer deadline must be > 0 seconds, got {deadline}")
+        if prompt_template is not None:
+            try:
+                prompt_template.format(previous="", messages="", max_tokens=0)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ConfigError(
+                    "prompt_template may use only {previous}, {messages} and {max_tokens} "
+                    f"(write literal braces as {{{{ }}}}): {exc!r}"
+                ) from None
+        self.llm = llm
+        self.counter = counter
+        self.deadline = deadline
+        self.fallback: Summarizer = fallback or RuleSummarizer(counter)
+        self.prompt_template = prompt_template
+        self.system = system
+        self.tool_result_chars = tool_result_chars
+        self.max_input_tokens = max_input_tokens
+        self.name = f"llm:{llm.name}"
+
+    def build_prompt(
+        self, messages: Sequence[Message], *, previous: str | None, max_tokens: int, locale: Locale
+    ) -> tuple[str, str]:
+        """The ``(system, prompt)`` pair sent to the model."""
+        system, template = PROMPTS[locale]
+        transcript = truncate_to_tokens(
+            _transcript(messages, self.tool_result_chars),
+            self.max_input_tokens,
+            self.counter,
+            keep="both",
+        )
+        # The counts line is the code's business: the model is not asked to keep it.
+        body = strip_frame(previous or "") or _NONE[locale]
+        prompt = (self.prompt_template or template).format(
+            previous=_PROMPT_TAG.sub(r"‹\1", body), messages=transcript, max_tokens=max_tokens
+        )
+        return (self.system if self.system is not None else system), prompt
+
+    async def summarize(
+        self,
+        messages: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_tokens: int = 800,
+        locale: str = "auto",
+    ) -> SummaryDraft:
+        if max_tokens < 0:
+            raise ConfigError(f"max_tokens must be >= 0, got {max_tokens}")
+        loc = resolve_locale(locale, messages, previous)
+        system, prompt = self.build_prompt(
+            messages, previous=previous, max_tokens=max_tokens, locale=loc
+        )
+        try:
+            answer = await asyncio.wait_for(
+                self.llm.complete(prompt, system=system, max_tokens=max(1, max_tokens)),
+                self.deadline,
+            )
+        except asyncio.TimeoutError:
+            reason = f"timeout after {self.deadline:g}s"
+        except Exception as exc:  # any failure of the model falls back (seed 004)
+            reason = describe_error(exc, 160)
+        else:
+            body = strip_frame(answer if isinstance(answer, str) else "")
+            if body:
+                return self._draft(body, messages, previous, max_tokens, loc)
+            reason = "empty answer"
+        draft = await self.fallback.summarize(
+            messages, previous=previous, max_tokens=max_tokens, locale=loc
+        )
+        return replace(draft, method=f"{draft.method} (fallback: {reason})")
+
+    def _draft(
+        self,
+        body: str,
+        messages: Sequence[Message],
+        previous: str | None,
+        max_tokens: int,
+        locale: Locale,
+    ) -> SummaryDraft:
+        counts = RuleSummary.parse(previous) if previous else RuleSummary()
+        for m in messages:
+            counts.messages += 1
+            counts.user_messages += m.role == "user"
+            counts.assistant_messages += m.role == "assistant"
+            counts.tool_messages += m.role == "tool"
+            counts.tool_calls += len(m.tool_calls)
+        head, tail = LABELS[locale]["header"], counts.counts_line(locale)
+        content = _fit_frame(head, body, tail, max_tokens, self.counter)
+        return SummaryDraft(
+            content=content,
+            method=self.name,
+            messages=counts.messages,
+            user_messages=counts.user_messages,
+            assistant_messages=counts.assistant_messages,
+            tool_messages=counts.tool_messages,
+            tokens=self.counter.count(content),
+        )
+
+
+def _fit_frame(head: str, body: str, tail: str, max_tokens: int, counter: TokenCounter) -> str:
+    """``head``, ``body`` and ``tail`` on their lines within ``max_tokens``, cutting the body.
+
+    Whole lines of the body are kept while they fit (the model's bullets stay intact);
+    only when not even the first one fits is it cut inside, and only when the frame
+    itself does not fit is the whole text cut.
+    """
+    text = f"{head}\n{body}\n{tail}"
+    if counter.count(text) <= max_tokens:
+        return text
+    lines = body.splitlines()
+    lo, hi = 0, len(lines)  # the first lo lines fit; the first hi do not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if counter.count("\n".join([head, *lines[:mid], tail])) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid
+    if lo:
+        return "\n".join([head, *lines[:lo], tail])
+    room = max_tokens - counter.count(head) - counter.count(tail) - 2
+    while room > 0:
+        cut = truncate_to_tokens(lines[0] if lines else body, room, counter)
+        text = f"{head}\n{cut}\n{tail}"
+        over = counter.count(text) - max_tokens
+        if over <= 0:
+            return text
+        room -= over  # tokens can merge differently across the joins
+    return truncate_to_tokens(f"{head}\n{body}\n{tail}", max_tokens, counter)
