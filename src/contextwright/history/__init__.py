@@ -8,14 +8,48 @@ working-memory offload. Each lives in its own private module and is re-exported
 here, one import block per module.
 """
 
+from ._compaction import (
+    PRESETS,
+    CompactionCheck,
+    CompactionConfig,
+    CompactionPlan,
+    CompactionResult,
+    Urgency,
+    check,
+    plan_compaction,
+    summary_boundary,
+)
 from ._summary import LLMSummarizer, RuleSummarizer, Summarizer, SummaryDraft
 from ._summary_format import RuleSummary, detect_locale
+from ._tools import (
+    READBACK_TOOL,
+    Compression,
+    ToolPolicy,
+    ToolResultCompressor,
+    readback_page,
+    readback_tool,
+)
 
 __all__ = [
+    "PRESETS",
+    "READBACK_TOOL",
+    "CompactionCheck",
+    "CompactionConfig",
+    "CompactionPlan",
+    "CompactionResult",
+    "Compression",
     "LLMSummarizer",
     "RuleSummarizer",
     "RuleSummary",
     "Summarizer",
     "SummaryDraft",
+    "ToolPolicy",
+    "ToolResultCompressor",
+    "Urgency",
+    "check",
     "detect_locale",
+    "plan_compaction",
+    "readback_page",
+    "readback_tool",
+    "summary_boundary",
 ]

@@ -1,0 +1,241 @@
+"""Compaction: when a stored conversation has grown too big for its prompt, and what to do.
+
+The settings are seed 004's `CompactionConfig` with its three presets, plus seed
+002's summary triggers (every 10 messages or 3,000 tokens). `check` measures the
+conversation's *live* size — the summary plus every message after it, at their
+prompt cost — and says how urgent compaction is: ``none``, ``soft`` (schedule it in
+the background), ``hard`` (do it before the build returns) or ``emergency`` (above
+95 % of the context budget, seed 000 §6.2).
+
+`plan_compaction` is the pure part of seed 000's strategy list, applied in order
+and stopping as soon as the live size is under the soft threshold:
+
+1. *compress tool results* — large results are stored with the token cost of their
+   compressed view (`ToolResultCompressor`), their originals offloaded to working
+   memory, so this step is already done at append time; the plan reports it;
+2. *summarise early turns, keeping the recent N* — the boundary moves forward to
+   just before the last ``keep_recent_messages`` messages, never inside a tool-call
+   unit;
+3. *shorten very long messages* — in the prompt only (the window's
+   ``max_message_tokens``), reported with the tokens it saves;
+4. *drop P2 blocks* and 5. *compress P1 blocks* — these belong to the fit stage of
+   every build (`fit_blocks`); in an emergency the plan says so and the next build
+   runs with P2 blocks off.
+
+Nothing here deletes a stored message: a summary replaces messages in the prompt,
+and every summary version stays in the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from .._errors import ConfigError
+from .._messages import Message, iter_units_backwards
+
+__all__ = [
+    "PRESETS",
+    "CompactionCheck",
+    "CompactionConfig",
+    "CompactionPlan",
+    "CompactionResult",
+    "Urgency",
+    "check",
+    "plan_compaction",
+    "summary_boundary",
+]
+
+Urgency = Literal["none", "soft", "hard", "emergency"]
+EMERGENCY_SHARE = 0.95  # seed 000 §6.2: above 95 % of the budget, force everything
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionConfig:
+    """Seed 004's compaction settings, and seed 002's summary triggers."""
+
+    soft_threshold_tokens: int = 15_000
+    hard_threshold_tokens: int = 20_000
+    reserve_tokens: int = 4_000
+    memory_flush_enabled: bool = True
+    keep_recent_messages: int = 6
+    summary_max_tokens: int = 800
+    use_llm: bool = False
+    llm_fallback_to_rules: bool = True
+    # seed 002: a new incremental summary every 10 messages or 3,000 tokens
+    summary_message_threshold: int = 10
+    summary_token_threshold: int = 3_000
+    long_message_tokens: int = 2_000  # strategy 3; seed 000 cuts at 2,000 characters
+
+    def __post_init__(self) -> None:
+        if self.soft_threshold_tokens <= 0 or self.hard_threshold_tokens <= 0:
+            raise ConfigError("compaction thresholds must be positive")
+        if self.hard_threshold_tokens < self.soft_threshold_tokens:
+            raise ConfigError(
+                f"hard_threshold_tokens ({self.hard_threshold_tokens}) must be >= "
+                f"soft_threshold_tokens ({self.soft_threshold_tokens})"
+            )
+        for name in ("reserve_tokens", "keep_recent_messages", "summary_max_tokens"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"CompactionConfig.{name} must be >= 0")
+        if self.summary_max_tokens < 32:
+            raise ConfigError("summary_max_tokens must be at least 32")
+        if self.summary_message_threshold < 1 or self.summary_token_threshold < 1:
+            raise ConfigError("summary thresholds must be at least 1")
+        if self.long_message_tokens < 16:
+            raise ConfigError("long_message_tokens must be at least 16")
+
+    @classmethod
+    def preset(cls, name: str) -> CompactionConfig:
+        try:
+            return PRESETS[name]
+        except KeyError:
+            raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}") from None
+
+    def with_(self, **changes: object) -> CompactionConfig:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+# Seed 004's three configurations.
+PRESETS: dict[str, CompactionConfig] = {
+    "development": CompactionConfig(5_000, 8_000, 2_000, True, 4, 400, False, True),
+    "production": CompactionConfig(15_000, 20_000, 4_000, True, 6, 800, False, True),
+    "large_context": CompactionConfig(25_000, 30_000, 6_000, True, 10, 1_200, True, True),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionCheck:
+    """Seed 004's check: should we compact, how big is it, against what, how urgently."""
+
+    should_compact: bool
+    current_tokens: int
+    threshold: int
+    urgency: Urgency
+    summary_due: bool = False  # seed 002's message/token trigger for a new summary
+
+
+def check(
+    config: CompactionConfig,
+    *,
+    live_tokens: int,
+    unsummarized_messages: int,
+    unsummarized_tokens: int,
+    budget: int | None = None,
+) -> CompactionCheck:
+    """How urgent compaction is for a conversation whose live size is ``live_tokens``."""
+    if budget is not None and live_tokens >= EMERGENCY_SHARE * budget:
+        urgency: Urgency = "emergency"
+    elif live_tokens >= config.hard_threshold_tokens:
+        urgency = "hard"
+    elif live_tokens >= config.soft_threshold_tokens:
+        urgency = "soft"
+    else:
+        urgency = "none"
+    threshold = (
+        config.hard_threshold_tokens
+        if urgency in ("hard", "emergency")
+        else config.soft_threshold_tokens
+    )
+    due = (
+        unsummarized_messages >= config.summary_message_threshold
+        or unsummarized_tokens >= config.summary_token_threshold
+    )
+    return CompactionCheck(urgency != "none", live_tokens, threshold, urgency, due)
+
+
+def summary_boundary(messages: Sequence[Message], keep_recent: int) -> int:
+    """How many of ``messages`` (oldest first) to summarise, keeping ``keep_recent`` whole.
+
+    The cut never falls inside a tool-call unit: it moves back to the start of the
+    unit that would be split, so a call and its results are summarised together or
+    kept together.
+    """
+    n = len(messages)
+    if n <= keep_recent:
+        return 0
+    cut = n - keep_recent
+    for unit in iter_units_backwards(messages):
+        if unit.start <= cut < unit.end and unit.start != cut:
+            return unit.start
+        if unit.end <= cut:
+            break
+    return cut
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    """What `plan_compaction` decided: where the summary ends, which steps run, and why."""
+
+    summarize_count: int  # how many of the unsummarised messages the new summary covers
+    strategies: tuple[str, ...]
+    tokens_before: int
+    tokens_after_estimate: int
+    notes: tuple[str, ...] = ()
+
+
+def plan_compaction(
+    config: CompactionConfig,
+    messages: Sequence[Message],
+    costs: Sequence[int],
+    *,
+    summary_tokens: int,
+    compressed_tool_results: int = 0,
+    shortened_savings: int = 0,
+    urgency: Urgency = "soft",
+    force_summary: bool = False,
+) -> CompactionPlan:
+    """Decide the steps for the unsummarised ``messages`` (with their prompt ``costs``)."""
+    if len(messages) != len(costs):
+        raise ConfigError("plan_compaction: messages and costs differ in length")
+    before = summary_tokens + sum(costs)
+    tokens = before
+    steps: list[str] = []
+    notes: list[str] = []
+    if compressed_tool_results:
+        steps.append("compress_tool_results")
+        notes.append(
+            f"{compressed_tool_results} tool result(s) shown compressed, originals offloaded"
+        )
+    cut = 0
+    if tokens >= config.soft_threshold_tokens or force_summary or urgency in ("hard", "emergency"):
+        cut = summary_boundary(messages, config.keep_recent_messages)
+        if cut:
+            steps.append("summarize_early_turns")
+            tokens = min(tokens, config.summary_max_tokens + sum(costs[cut:]))
+            notes.append(f"summarise {cut} message(s), keep the last {len(messages) - cut}")
+        else:
+            notes.append(f"only {len(messages)} message(s) after the summary; nothing to summarise")
+    if tokens >= config.soft_threshold_tokens and shortened_savings:
+        steps.append("shorten_long_messages")
+        tokens -= shortened_savings
+        notes.append(f"long messages shortened in the prompt save {shortened_savings} tokens")
+    if urgency == "emergency" or tokens >= config.hard_threshold_tokens:
+        steps += ["drop_p2_blocks", "compress_p1_blocks"]
+        notes.append("the next builds drop P2 blocks and cut P1 blocks to their share")
+    return CompactionPlan(cut, tuple(steps), before, max(0, tokens), tuple(notes))
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """Seed 004's result, plus what contextwright adds to make it auditable.
+
+    ``compacted_messages`` is the prompt view after compaction (the summary as a
+    system message, then the retained messages); the stored messages are untouched.
+    """
+
+    compacted_messages: list[Message]
+    summary: str
+    original_count: int
+    retained_count: int
+    flushed_memories: int
+    tokens_before_compaction: int
+    tokens_after_compaction: int
+    urgency: Urgency = "none"
+    strategies: tuple[str, ...] = ()
+    applied: bool = True
+    summary_version: int | None = None
+    upto_seq: int | None = None
+    method: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
