@@ -9,6 +9,8 @@ The hierarchy::
     │   ├── ConfigError                 a setting is out of range or inconsistent
     │   └── MissingDependencyError      an optional extra is not installed; names the extra
     ├── BudgetError                     the protected zone alone does not fit the budget
+    ├── StoreError                      the conversation store failed (database locked past
+    │                                   its busy timeout, corrupt, closed, unwritable)
     ├── LLMError                        a call to a language model failed (HTTP error, timeout,
     │                                   unusable answer); the SDK's error is the cause
     └── ProviderRuleError               a rendered request breaks a provider's rules;
@@ -30,6 +32,7 @@ __all__ = [
     "LLMError",
     "MissingDependencyError",
     "ProviderRuleError",
+    "StoreError",
     "UserError",
 ]
 
@@ -94,6 +97,18 @@ class LLMError(ContextwrightError):
 
     Raised by the clients in `contextwright.llm` with the SDK's exception as
     ``__cause__``; summarisers and extractors catch it and fall back to rules.
+    """
+
+
+class StoreError(ContextwrightError):
+    """The store could not do what was asked, for a reason other than bad input.
+
+    Raised for database failures (locked past the busy timeout, corrupt file, disk
+    full, unreadable path) and for use after `close`; the backend's own exception
+    (e.g. `sqlite3.OperationalError`) is chained as ``__cause__``. Bad input to a
+    store (a malformed message, a conflicting id, a summary beyond the last message)
+    is an `InvalidMessageError` or `ConfigError` instead, raised before anything is
+    written.
     """
 
 

@@ -1,0 +1,204 @@
+"""Records to rows and rows to records for the SQLite store, with the input checks.
+
+Everything here runs outside transactions: a store checks and serialises its
+input first (so bad input raises having written nothing) and decodes rows after.
+JSON is written compact, with ``ensure_ascii=False`` (Chinese stays readable and
+a third of the size) and sorted keys (equal metadata gives equal text, which is
+how an idempotent re-append is recognised).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import ConfigError, InvalidMessageError
+from .._messages import ImagePart, Message
+from ._base import CompactionEntry, ConversationInfo, Summary
+from ._fts import index_text, segment
+
+MAX_SEQ = 2**63 - 1
+# Passed as the tenant of the one operation that spans tenants (expiring working
+# memory), so that every other call must name a real tenant.
+EVERY_TENANT = object()
+CONV_COLUMNS = (
+    "tenant, id, user, created_at, updated_at, last_seq, message_count, token_total, metadata"
+)
+MSG_COLUMNS = "m.seq, m.tokens, m.counter, m.id, m.role, m.created_at, m.name, m.metadata, m.parts"
+# How an image is charged when estimating an uncounted message: the allowance
+# MessageOverhead gives an image (the largest either OpenAI or Anthropic charges).
+_IMAGE_ESTIMATE = 1600
+
+
+def dumps(value: Any, where: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessageError(where, f"must be JSON-serialisable ({exc})") from None
+
+
+def name(value: object, label: str) -> str:
+    """``value`` if it is a non-empty string (a tenant, user, conversation or key)."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{label} must be a non-empty string, got {value!r}")
+    return value
+
+
+def count(value: object, where: str, *, minimum: int = 0) -> int:
+    """``value`` if it is an int (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidMessageError(where, f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def resolve(conn: sqlite3.Connection, tenant: str, conversation: str) -> tuple[int, int]:
+    """(cid, last_seq) of an existing conversation; a missing one is the caller's error."""
+    row = conn.execute(
+        "SELECT cid, last_seq FROM conversations WHERE tenant = ? AND id = ?",
+        (tenant, conversation),
+    ).fetchone()
+    if row is None:
+        raise InvalidMessageError(
+            "conversation",
+            f"no conversation {conversation!r} in tenant {tenant!r}; "
+            "create it with ensure_conversation or append",
+        )
+    return row[0], row[1]
+
+
+def estimate(tokens: int | None, size: int) -> int:
+    """What `read_tail` charges a message that has no count by the caller's counter.
+
+    Deliberately low — three quarters of another counter's count, else a token per
+    four characters — so that the tail errs towards returning more, which the
+    caller trims after recounting, rather than less, which would need another
+    read. Never zero, so the walk always ends.
+    """
+    if tokens is not None:
+        return max(1, tokens * 3 // 4)
+    return size // 4 + 1
+
+
+# -- decoding ---------------------------------------------------------------------------
+
+
+def conversation_info(row: Sequence[Any]) -> ConversationInfo:
+    tenant, conversation, user, created, updated, last, n, total, meta = row
+    return ConversationInfo(
+        conversation, tenant, user, created, updated, last, n, total, json.loads(meta)
+    )
+
+
+def message(row: Sequence[Any]) -> Message:
+    """The `Message` of a row selected with `MSG_COLUMNS`."""
+    seq, tokens, counter, mid, role, created_at, label, meta, parts = row
+    data = {"role": role, "parts": json.loads(parts), "id": mid, "created_at": created_at}
+    data.update(seq=seq, name=label, metadata=json.loads(meta) if meta else None)
+    msg = Message.from_dict(data)
+    if tokens is not None and counter:
+        # The stored count is what count_message(counter, msg) returned; priming its
+        # cache makes a recount free for every message counted by that counter.
+        msg._token_cache[counter] = tokens
+    return msg
+
+
+def summary(conversation: str, row: Sequence[Any]) -> Summary:
+    version, from_seq, upto_seq, content, tokens, method, created_at, meta = row
+    return Summary(
+        conversation, version, from_seq, upto_seq, content, tokens, method, created_at,
+        json.loads(meta),
+    )  # fmt: skip
+
+
+def compaction(conversation: str, row: Sequence[Any]) -> CompactionEntry:
+    entry_id, at, urgency, applied, before, after, version, upto, strategies, detail = row
+    return CompactionEntry(
+        entry_id, conversation, at, urgency, bool(applied), before, after, version, upto,
+        tuple(json.loads(strategies)), json.loads(detail),
+    )  # fmt: skip
+
+
+# -- encoding ---------------------------------------------------------------------------
+
+
+class PreparedMessage:
+    """A message checked and serialised for insertion."""
+
+    __slots__ = ("body", "message", "meta", "parts", "size", "tokens")
+
+    def __init__(self, msg: Message, tokens: int | None, where: str) -> None:
+        self.message = msg
+        self.tokens = tokens
+        self.parts = dumps(msg.to_dict()["parts"], f"{where}.parts")
+        self.meta = dumps(dict(msg.metadata), f"{where}.metadata") if msg.metadata else None
+        text = index_text(msg)
+        self.body = segment(text)
+        # size is in characters (see estimate); an image counts as the characters
+        # its token allowance is worth.
+        images = sum(isinstance(p, ImagePart) for p in msg.parts)
+        self.size = len(text) + images * _IMAGE_ESTIMATE * 4
+
+    def same_content(self, row: Sequence[Any]) -> bool:
+        """Whether a stored row (`MSG_COLUMNS`) holds this message's role, parts, name, metadata."""
+        m = self.message
+        return (m.role, m.name, self.meta, self.parts) == (row[4], row[6], row[7], row[8])
+
+
+def prepare_messages(
+    messages: Sequence[Message], tokens: Sequence[int] | None
+) -> list[PreparedMessage]:
+    if isinstance(messages, (Message, str)) or not isinstance(messages, Sequence):
+        raise InvalidMessageError("messages", "must be a sequence of Message (wrap one in a list)")
+    counts: list[int | None] = [None] * len(messages)
+    if tokens is not None:
+        if isinstance(tokens, (str, bytes)) or len(tokens) != len(messages):
+            raise InvalidMessageError(
+                "tokens", f"must hold one count per message ({len(messages)})"
+            )
+        counts = [count(n, f"tokens[{i}]") for i, n in enumerate(tokens)]
+    out = []
+    for i, (msg, n) in enumerate(zip(messages, counts, strict=True)):
+        if not isinstance(msg, Message):
+            raise InvalidMessageError(
+                f"messages[{i}]", f"must be a Message, got {type(msg).__name__}"
+            )
+        out.append(PreparedMessage(msg, n, f"messages[{i}]"))
+    return out
+
+
+def summary_row(s: Summary) -> tuple[int, int, int, int, str, str]:
+    """(version, from_seq, upto_seq, tokens, method, meta JSON) of a summary to save."""
+    if not isinstance(s, Summary):
+        raise InvalidMessageError("summary", f"must be a Summary, got {type(s).__name__}")
+    name(s.conversation, "summary.conversation")
+    from_seq = count(s.from_seq, "summary.from_seq", minimum=1)
+    upto = count(s.upto_seq, "summary.upto_seq", minimum=from_seq)
+    if not isinstance(s.content, str) or not isinstance(s.method, str):
+        raise InvalidMessageError("summary.content", "content and method must be strings")
+    if isinstance(s.created_at, bool) or not isinstance(s.created_at, (int, float)):
+        raise InvalidMessageError("summary.created_at", "must be seconds since the epoch")
+    version, tokens = count(s.version, "summary.version"), count(s.tokens, "summary.tokens")
+    return version, from_seq, upto, tokens, s.method, dumps(dict(s.meta), "summary.meta")
+
+
+def compaction_row(e: CompactionEntry) -> tuple[Any, ...]:
+    """The compactions columns after ``cid`` (at … detail) of an entry to log."""
+    if not isinstance(e, CompactionEntry):
+        raise InvalidMessageError("entry", f"must be a CompactionEntry, got {type(e).__name__}")
+    name(e.conversation, "entry.conversation")
+    if not isinstance(e.urgency, str) or not isinstance(e.applied, bool):
+        raise InvalidMessageError("entry.urgency", "urgency must be a string and applied a bool")
+    if isinstance(e.at, bool) or not isinstance(e.at, (int, float)):
+        raise InvalidMessageError("entry.at", "must be seconds since the epoch")
+    if isinstance(e.strategies, str) or not all(isinstance(x, str) for x in e.strategies):
+        raise InvalidMessageError("entry.strategies", "must be a tuple of strings")
+    if e.summary_version is not None:
+        count(e.summary_version, "entry.summary_version", minimum=1)
+    return (
+        e.at, e.urgency, e.applied, count(e.tokens_before, "entry.tokens_before"),
+        count(e.tokens_after, "entry.tokens_after"), e.summary_version,
+        count(e.upto_seq, "entry.upto_seq"), dumps(list(e.strategies), "entry.strategies"),
+        dumps(dict(e.detail), "entry.detail"),
+    )  # fmt: skip

@@ -1,0 +1,242 @@
+"""What the history part keeps beside the messages: summaries, compactions, working memory, pins.
+
+These are the `SQLiteStore` methods over the ``summaries``, ``compactions``,
+``working_memory`` and ``pinned`` tables, kept apart from the message log so each
+module stays readable. They follow the store's rules (module docstring of
+``_sqlite.py``): one transaction each, tenant resolved inside it, input checked
+before it opens. Each row hangs off an existing conversation: writing one for a
+conversation that was never created raises `InvalidMessageError`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import Any
+
+from .._errors import ConfigError, InvalidMessageError
+from . import _rows as rows
+from ._base import CompactionEntry, PinnedItem, Summary, WorkingItem
+
+_SUMMARY = "s.version, s.from_seq, s.upto_seq, s.content, s.tokens, s.method, s.created_at, s.meta"
+_COMPACTION = (
+    "x.id, x.at, x.urgency, x.applied, x.tokens_before, x.tokens_after, x.summary_version, "
+    "x.upto_seq, x.strategies, x.detail"
+)
+
+
+class HistoryTables:
+    """Mixin for `SQLiteStore`: needs its ``clock`` and ``_tx``."""
+
+    clock: Callable[[], float]
+
+    def _tx(self, write: bool, tenant: object) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError  # provided by SQLiteStore
+
+    # -- summaries ---------------------------------------------------------------------
+
+    def save_summary(self, summary: Summary, *, tenant: str) -> Summary:
+        """Store ``summary`` as the next version and return it with ``version`` set.
+
+        Refused (`InvalidMessageError`): ``upto_seq`` beyond the conversation's last
+        message or below the previous summary's ``upto_seq``; ``from_seq`` outside
+        ``1..upto_seq``; a non-zero ``version`` other than the next one (another
+        summariser got there first: re-read and retry).
+        """
+        version, from_seq, upto, tokens, method, meta = rows.summary_row(summary)
+        with self._tx(True, tenant) as conn:
+            cid, last = rows.resolve(conn, tenant, summary.conversation)
+            prev = conn.execute(
+                "SELECT version, upto_seq FROM summaries WHERE cid = ? ORDER BY version DESC LIMIT 1",
+                (cid,),
+            ).fetchone()
+            nxt, floor = (1, 0) if prev is None else (prev[0] + 1, prev[1])
+            if version not in (0, nxt):
+                raise InvalidMessageError(
+                    "summary.version",
+                    f"is {version} but the next version is {nxt} (was another summary saved?)",
+                )
+            if upto > last:
+                raise InvalidMessageError(
+                    "summary.upto_seq", f"is {upto} but the conversation's last seq is {last}"
+                )
+            if upto < floor:
+                raise InvalidMessageError(
+                    "summary.upto_seq", f"is {upto}, below the previous summary's {floor}"
+                )
+            conn.execute(
+                "INSERT INTO summaries (cid, version, from_seq, upto_seq, tokens, method, "
+                "created_at, meta, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    cid,
+                    nxt,
+                    from_seq,
+                    upto,
+                    tokens,
+                    method,
+                    summary.created_at,
+                    meta,
+                    summary.content,
+                ),
+            )
+        return replace(summary, version=nxt)
+
+    def latest_summary(self, conversation: str, *, tenant: str) -> Summary | None:
+        """The newest version, or None if the conversation has no summary."""
+        found = self._summaries(conversation, tenant, " DESC LIMIT 1")
+        return found[0] if found else None
+
+    def summaries(self, conversation: str, *, tenant: str) -> list[Summary]:
+        """Every version, oldest first."""
+        return self._summaries(conversation, tenant, "")
+
+    def _summaries(self, conversation: str, tenant: str, order: str) -> list[Summary]:
+        with self._tx(False, tenant) as conn:
+            found = conn.execute(
+                f"SELECT {_SUMMARY} FROM summaries s JOIN conversations c ON c.cid = s.cid "
+                f"WHERE c.tenant = ? AND c.id = ? ORDER BY s.version{order}",
+                (tenant, conversation),
+            ).fetchall()
+        return [rows.summary(conversation, r) for r in found]
+
+    # -- compaction log ------------------------------------------------------------------
+
+    def log_compaction(self, entry: CompactionEntry, *, tenant: str) -> CompactionEntry:
+        """Append ``entry`` to the conversation's compaction log; return it with ``id`` set.
+
+        ``upto_seq`` must not pass the last message, and ``summary_version``, if
+        given, must be a stored summary of this conversation.
+        """
+        values = rows.compaction_row(entry)
+        with self._tx(True, tenant) as conn:
+            cid, last = rows.resolve(conn, tenant, entry.conversation)
+            if entry.upto_seq > last:
+                raise InvalidMessageError(
+                    "entry.upto_seq",
+                    f"is {entry.upto_seq} but the conversation's last seq is {last}",
+                )
+            version = entry.summary_version
+            if (
+                version is not None
+                and not conn.execute(
+                    "SELECT 1 FROM summaries WHERE cid = ? AND version = ?", (cid, version)
+                ).fetchone()
+            ):
+                raise InvalidMessageError(
+                    "entry.summary_version", f"no summary version {version} is stored"
+                )
+            cur = conn.execute(
+                "INSERT INTO compactions (cid, at, urgency, applied, tokens_before, tokens_after, "
+                "summary_version, upto_seq, strategies, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, *values),
+            )
+        return replace(entry, id=cur.lastrowid or 0, strategies=tuple(entry.strategies))
+
+    def compactions(self, conversation: str, *, tenant: str) -> list[CompactionEntry]:
+        """The compaction log, oldest first."""
+        with self._tx(False, tenant) as conn:
+            found = conn.execute(
+                f"SELECT {_COMPACTION} FROM compactions x JOIN conversations c ON c.cid = x.cid "
+                "WHERE c.tenant = ? AND c.id = ? ORDER BY x.id",
+                (tenant, conversation),
+            ).fetchall()
+        return [rows.compaction(conversation, r) for r in found]
+
+    # -- working memory ------------------------------------------------------------------
+
+    def put_working(
+        self,
+        conversation: str,
+        key: str,
+        content: str,
+        *,
+        tenant: str,
+        ttl: float,
+        meta: Mapping[str, Any] | None = None,
+    ) -> WorkingItem:
+        """Keep ``content`` under ``key`` for ``ttl`` seconds (``math.inf``: until replaced).
+
+        Putting an existing key replaces its value and restarts its clock.
+        """
+        rows.name(key, "key")
+        if not isinstance(content, str):
+            raise InvalidMessageError("content", f"must be a string, got {type(content).__name__}")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ConfigError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        meta_json = rows.dumps(dict(meta or {}), "meta")
+        with self._tx(True, tenant) as conn:
+            cid, _ = rows.resolve(conn, tenant, conversation)
+            now = self.clock()
+            item = WorkingItem(key, conversation, content, now, now + ttl, json.loads(meta_json))
+            conn.execute(
+                "INSERT INTO working_memory (cid, key, created_at, expires_at, meta, content) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (cid, key) DO UPDATE SET "
+                "created_at = excluded.created_at, expires_at = excluded.expires_at, "
+                "meta = excluded.meta, content = excluded.content",
+                (cid, key, now, item.expires_at, meta_json, content),
+            )
+        return item
+
+    def get_working(self, conversation: str, key: str, *, tenant: str) -> WorkingItem | None:
+        """The value under ``key``, or None if there is none or it has expired."""
+        with self._tx(False, tenant) as conn:
+            row = conn.execute(
+                "SELECT w.created_at, w.expires_at, w.meta, w.content FROM working_memory w "
+                "JOIN conversations c ON c.cid = w.cid "
+                "WHERE c.tenant = ? AND c.id = ? AND w.key = ? AND w.expires_at > ?",
+                (tenant, conversation, key, self.clock()),
+            ).fetchone()
+        if row is None:
+            return None
+        return WorkingItem(key, conversation, row[3], row[0], row[1], json.loads(row[2]))
+
+    def collect_working(self, *, now: float | None = None) -> int:
+        """Delete every value expired at ``now`` (default: the clock), in all tenants; return how many.
+
+        Housekeeping across tenants is safe here: it returns a count, never data.
+        """
+        when = self.clock() if now is None else now
+        with self._tx(True, rows.EVERY_TENANT) as conn:
+            cur = conn.execute("DELETE FROM working_memory WHERE expires_at <= ?", (when,))
+        return cur.rowcount
+
+    # -- pins ------------------------------------------------------------------------------
+
+    def pin(self, conversation: str, content: str, *, tenant: str, priority: int = 0) -> PinnedItem:
+        """Pin ``content`` to the conversation; lower ``priority`` is more important."""
+        if not isinstance(content, str):
+            raise InvalidMessageError("content", f"must be a string, got {type(content).__name__}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ConfigError(f"priority must be an integer, got {priority!r}")
+        with self._tx(True, tenant) as conn:
+            cid, _ = rows.resolve(conn, tenant, conversation)
+            now = self.clock()
+            cur = conn.execute(
+                "INSERT INTO pinned (cid, priority, created_at, content) VALUES (?, ?, ?, ?)",
+                (cid, int(priority), now, content),
+            )
+        return PinnedItem(cur.lastrowid or 0, conversation, content, int(priority), now)
+
+    def unpin(self, conversation: str, pin_id: int, *, tenant: str) -> bool:
+        """Remove a pin; False if this conversation has no pin with that id."""
+        with self._tx(True, tenant) as conn:
+            cur = conn.execute(
+                "DELETE FROM pinned WHERE id = ? AND cid = "
+                "(SELECT cid FROM conversations WHERE tenant = ? AND id = ?)",
+                (pin_id, tenant, conversation),
+            )
+        return cur.rowcount > 0
+
+    def pinned(self, conversation: str, *, tenant: str) -> list[PinnedItem]:
+        """The pins, most important (lowest priority number) first, then in pin order."""
+        with self._tx(False, tenant) as conn:
+            found = conn.execute(
+                "SELECT p.id, p.content, p.priority, p.created_at FROM pinned p "
+                "JOIN conversations c ON c.cid = p.cid WHERE c.tenant = ? AND c.id = ? "
+                "ORDER BY p.priority, p.id",
+                (tenant, conversation),
+            ).fetchall()
+        return [PinnedItem(r[0], conversation, r[1], r[2], r[3]) for r in found]

@@ -1,0 +1,662 @@
+"""The conversation store: a specification, run against real SQLite files.
+
+Property tests use private in-memory databases (one per example, same engine);
+everything about files, processes and crashes uses files under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import inspect
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwright import InvalidMessageError, Message, TextPart, ToolCallPart, ToolResultPart
+from contextwright._errors import ConfigError, StoreError
+from contextwright._messages import ImagePart
+from contextwright.storage import (
+    MIGRATIONS,
+    AsyncStore,
+    CompactionEntry,
+    SQLiteStore,
+    Store,
+    Summary,
+    default_db_path,
+)
+from contextwright.storage._fts import match_query, segment
+
+from .conftest import conversations
+
+WORKER = Path(__file__).with_name("storage_worker.py")
+T = "tenant-a"
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path):
+    with SQLiteStore(tmp_path / "store.db") as s:
+        yield s
+
+
+def every_part_type() -> list[Message]:
+    return [
+        Message.system("You are helpful.", created_at=1_700_000_000.25),
+        Message.developer("Answer briefly."),
+        Message.user("我今年35岁，在上海工作", name="alice", metadata={"lang": "zh", "n": [1, 2]}),
+        Message("user", (TextPart("look:"), ImagePart(url="https://example.com/a.png", detail="low"))),
+        Message("user", (ImagePart(data="iVBORw0KGgo=", media_type="image/png"),)),
+        Message.assistant(
+            "Let me check.",
+            tool_calls=[ToolCallPart("call_1", "search", '{"q": "上海 天气"}'), ToolCallPart("call_2", "clock")],
+        ),
+        Message.tool("call_1", '{"temp": 21, "text": "</tool_result> & <b>"}', tool_name="search"),
+        Message("tool", (ToolResultPart("call_2", (TextPart("12:00"), ImagePart(url="https://x/c.png")), True),)),
+        Message.assistant("It is 21°C in Shanghai."),
+    ]  # fmt: skip
+
+
+def totals(s: SQLiteStore, conversation: str, tenant: str = T) -> tuple[int, int, int, int]:
+    """(last_seq, message_count, token_total) of the row, and the real max seq of the rows."""
+    info = s.get_conversation(conversation, tenant=tenant)
+    assert info is not None
+    stored = s.read(conversation, tenant=tenant)
+    return (
+        info.last_seq,
+        info.message_count,
+        info.token_total,
+        max((m.seq or 0 for m in stored), default=0),
+    )
+
+
+# -- messages -------------------------------------------------------------------------
+
+
+def test_round_trip_of_every_part_type_and_gapless_seqs(store):
+    first = store.append("c1", every_part_type(), tenant=T, user="u")
+    second = store.append("c1", [Message.user("more")], tenant=T, user="u")
+    other = store.append("c2", [Message.user("elsewhere")], tenant=T, user="u")
+    assert [m.seq for m in first + second] == list(range(1, 11))
+    assert other[0].seq == 1  # sequences are per conversation
+    assert store.read("c1", tenant=T) == first + second
+    assert all(m.created_at is not None for m in first)
+    assert first[0].created_at == 1_700_000_000.25
+    assert first[2].metadata == {"lang": "zh", "n": [1, 2]}
+    assert first[2].name == "alice"
+
+
+def test_read_ranges_limits_and_order(store):
+    saved = store.append("c", [Message.user(f"m{i}") for i in range(10)], tenant=T, user="u")
+    assert store.read("c", tenant=T, after_seq=3, upto_seq=6) == saved[3:6]
+    assert store.read("c", tenant=T, limit=2) == saved[:2]
+    assert store.read("c", tenant=T, limit=3, newest_first=True) == saved[::-1][:3]
+    assert store.read("c", tenant=T, after_seq=10) == []
+    assert store.read("nope", tenant=T) == []
+    with pytest.raises(InvalidMessageError):
+        store.read("c", tenant=T, after_seq=-1)
+
+
+@given(conversations(max_units=10))
+def test_property_round_trip_of_random_conversations(messages):
+    with SQLiteStore(":memory:") as s:
+        saved = s.append("c", messages, tenant=T, user="u", tokens=[len(m.text) for m in messages])
+        assert [m.seq for m in saved] == list(range(1, len(messages) + 1))
+        assert s.read("c", tenant=T) == saved
+        assert [m.replace(seq=None, created_at=None) for m in saved] == [
+            m.replace(created_at=None) for m in messages
+        ]
+        assert s.token_total("c", tenant=T) == (len(messages), sum(len(m.text) for m in messages))
+
+
+@settings(max_examples=30)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["A", "B", "C"]),
+            st.sampled_from(["c1", "c2"]),
+            st.lists(
+                st.sampled_from(["budget", "上海", "weather", "工作", "secret"]),
+                min_size=1,
+                max_size=4,
+            ),
+        ),
+        max_size=12,
+    )
+)
+def test_property_tenants_never_see_each_other(ops):
+    model: dict[tuple[str, str], list[str]] = {}
+    with SQLiteStore(":memory:") as s:
+        for tenant, conv, words in ops:
+            log = model.setdefault((tenant, conv), [])
+            # Ids repeat across tenants and conversations on purpose: "m0", "m1", ...
+            msg = Message.user(" ".join(words), id=f"m{len(log)}", metadata={"tenant": tenant})
+            s.append(conv, [msg], tenant=tenant, user="u", tokens=[len(words)])
+            log.append(msg.text)
+        for tenant in ("A", "B", "C"):
+            mine = {conv for (t, conv) in model if t == tenant}
+            assert {c.id for c in s.list_conversations(tenant=tenant)} == mine
+            for conv in ("c1", "c2"):
+                texts = model.get((tenant, conv), [])
+                stored = s.read(conv, tenant=tenant)
+                assert [m.text for m in stored] == texts
+                assert all(m.metadata == {"tenant": tenant} for m in stored)
+                info = s.get_conversation(conv, tenant=tenant)
+                assert (info is None) == (not texts)
+                if info is not None:
+                    assert info.tenant == tenant
+                    assert info.message_count == len(texts)
+                for word in ("budget", "上海", "secret", "工"):
+                    hits = s.search(conv, word, tenant=tenant, limit=50)
+                    assert all(h.message.metadata == {"tenant": tenant} for h in hits)
+                    assert len(hits) == sum(word in t for t in texts)
+
+
+def test_reappending_the_same_message_is_a_no_op(store):
+    m = Message.user("hello", id="fixed")
+    first = store.append("c", [m, Message.user("x")], tenant=T, user="u", tokens=[3, 4])
+    again = store.append("c", [m], tenant=T, user="u", tokens=[3])
+    assert again == [first[0]]
+    retried = store.append(
+        "c", [m.replace(created_at=None), Message.user("y", id="new")], tenant=T, user="u"
+    )
+    assert retried[0] == first[0]
+    assert retried[1].seq == 3
+    twice = store.append(
+        "c", [Message.user("z", id="dup"), Message.user("z", id="dup")], tenant=T, user="u"
+    )
+    assert twice[0] == twice[1]
+    assert twice[0].seq == 4
+    assert totals(store, "c") == (4, 4, 7, 4)
+
+
+def test_a_conflicting_id_raises_and_writes_nothing(store):
+    store.append("c", [Message.user("hello", id="fixed")], tenant=T, user="u", tokens=[5])
+    before = totals(store, "c")
+    with pytest.raises(InvalidMessageError, match="fixed") as err:
+        store.append(
+            "c", [Message.user("new one"), Message.user("changed", id="fixed")], tenant=T, user="u"
+        )
+    assert err.value.where == "messages[1].id"
+    with pytest.raises(InvalidMessageError, match="dup"):
+        store.append(
+            "c", [Message.user("a", id="dup"), Message.user("b", id="dup")], tenant=T, user="u"
+        )
+    assert totals(store, "c") == before
+    assert [m.text for m in store.read("c", tenant=T)] == ["hello"]
+    assert store.search("c", "new one", tenant=T) == []
+
+
+@pytest.mark.parametrize(
+    ("messages", "tokens", "where"),
+    [
+        (["not a message"], None, "messages[0]"),
+        (Message.user("single"), None, "messages"),
+        ([Message.user("a"), Message.user("b")], [1], "tokens"),
+        ([Message.user("a")], [-1], "tokens[0]"),
+        ([Message.user("a")], [True], "tokens[0]"),
+        ([Message.user("a", metadata={"x": object()})], None, "messages[0].metadata"),
+    ],
+)
+def test_bad_input_raises_before_anything_is_written(store, messages, tokens, where):
+    with pytest.raises(InvalidMessageError) as err:
+        store.append("c", messages, tenant=T, user="u", tokens=tokens)
+    assert err.value.where == where
+    assert store.get_conversation("c", tenant=T) is None
+
+
+def test_a_conversation_belongs_to_one_user(store):
+    info = store.ensure_conversation("c", tenant=T, user="alice", metadata={"topic": "trip"})
+    assert (info.user, info.metadata, info.last_seq) == ("alice", {"topic": "trip"}, 0)
+    assert store.ensure_conversation("c", tenant=T, user="alice") == info
+    with pytest.raises(InvalidMessageError, match="alice"):
+        store.ensure_conversation("c", tenant=T, user="bob")
+    with pytest.raises(InvalidMessageError, match="alice"):
+        store.append("c", [Message.user("hi")], tenant=T, user="bob")
+    store.ensure_conversation("c", tenant="other", user="bob")  # same id, other tenant: fine
+    store.append("d", [Message.user("hi")], tenant=T, user="bob")
+    assert [c.id for c in store.list_conversations(tenant=T, user="alice")] == ["c"]
+    assert {c.id for c in store.list_conversations(tenant=T)} == {"c", "d"}
+    with pytest.raises(ConfigError):
+        store.read("c", tenant="")
+
+
+# -- tokens -----------------------------------------------------------------------------
+
+
+@given(
+    st.lists(st.integers(0, 50), min_size=1, max_size=40), st.integers(0, 400), st.integers(0, 10)
+)
+def test_property_read_tail_is_the_newest_suffix_that_fits(counts, budget, after):
+    with SQLiteStore(":memory:") as s:
+        s.append("c", [Message.user(f"m{i}") for i in range(len(counts))], tenant=T, user="u",
+                 tokens=counts, counter="k")  # fmt: skip
+        tail = s.read_tail("c", tenant=T, max_tokens=budget, after_seq=after, counter="k")
+        start = len(counts)
+        while start > after and sum(counts[start - 1 :]) <= budget:
+            start -= 1
+        assert [m.seq for m in tail] == list(range(start + 1, len(counts) + 1))
+        assert all(m._token_cache == {"k": counts[m.seq - 1]} for m in tail)
+        assert s.token_total("c", tenant=T, after_seq=after) == (
+            max(0, len(counts) - after),
+            sum(counts[after:]),
+        )
+
+
+def test_read_tail_walks_pages_not_the_conversation(store):
+    store.append("c", [Message.user(f"m{i}") for i in range(5000)], tenant=T, user="u",
+                 tokens=[10] * 5000, counter="k")  # fmt: skip
+    statements: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(statements.append)
+    tail = store.read_tail("c", tenant=T, max_tokens=45, counter="k")
+    store._conn.set_trace_callback(None)
+    assert [m.seq for m in tail] == [4997, 4998, 4999, 5000]
+    assert sum("FROM messages" in s for s in statements) == 2  # one page of counts, one of rows
+
+
+def test_read_tail_returns_messages_with_unknown_counts_for_the_caller_to_recount(store):
+    store.append("c", [Message.user("a" * 30) for _ in range(3)], tenant=T, user="u",
+                 tokens=[7, 7, 7], counter="old")  # fmt: skip
+    store.append("c", [Message.user("b" * 30)], tenant=T, user="u")  # never counted
+    tail = store.read_tail("c", tenant=T, max_tokens=15, counter="new")
+    # Charged low estimates: the uncounted one 30 // 4 + 1 = 8, the others 3/4 of 7 = 5.
+    assert [m.seq for m in tail] == [3, 4]
+    assert tail[0]._token_cache == {"old": 7}
+    assert tail[1]._token_cache == {}
+    store.set_message_tokens("c", tenant=T, counts={3: 9, 4: 11}, counter="new")
+    assert store.message_tokens("c", tenant=T, seqs=[1, 2, 3, 4, 99]) == {1: 7, 2: 7, 3: 9, 4: 11}
+    assert store.message_tokens("c", tenant=T, seqs=[1, 3, 4], counter="new") == {3: 9, 4: 11}
+    assert store.token_total("c", tenant=T) == (4, 7 + 7 + 9 + 11)
+    assert [m.seq for m in store.read_tail("c", tenant=T, max_tokens=20, counter="new")] == [3, 4]
+    with pytest.raises(InvalidMessageError):
+        store.set_message_tokens("c", tenant=T, counts={3: 1, 77: 1}, counter="new")
+    assert store.message_tokens("c", tenant=T, seqs=[3]) == {3: 9}
+
+
+# -- summaries, compactions, working memory, pins -------------------------------------------
+
+
+def test_summaries_are_versioned_and_checked(store):
+    store.append("c", [Message.user(f"m{i}") for i in range(10)], tenant=T, user="u")
+    assert store.latest_summary("c", tenant=T) is None
+    s1 = store.save_summary(Summary("c", 0, 1, 4, "first four", tokens=5, method="rules"), tenant=T)
+    s2 = store.save_summary(Summary("c", 2, 1, 8, "first eight", meta={"by": "llm"}), tenant=T)
+    assert (s1.version, s2.version) == (1, 2)
+    assert store.latest_summary("c", tenant=T) == s2
+    assert store.summaries("c", tenant=T) == [s1, s2]
+    refused = [
+        Summary("c", 0, 1, 11, "beyond the last message"),
+        Summary("c", 0, 1, 7, "below the previous summary"),
+        Summary("c", 0, 5, 4, "from after upto"),
+        Summary("c", 2, 1, 9, "stale version"),
+        Summary("unknown", 0, 1, 1, "no such conversation"),
+    ]
+    for summary in refused:
+        with pytest.raises(InvalidMessageError):
+            store.save_summary(summary, tenant=T)
+    with pytest.raises(InvalidMessageError):
+        store.save_summary(Summary("c", 0, 1, 9, "right conversation, wrong tenant"), tenant="B")
+    assert store.summaries("c", tenant=T) == [s1, s2]
+    assert store.summaries("c", tenant="B") == []
+
+
+def test_compaction_log(store):
+    store.append("c", [Message.user(f"m{i}") for i in range(6)], tenant=T, user="u")
+    store.save_summary(Summary("c", 0, 1, 4, "s"), tenant=T)
+    e1 = store.log_compaction(
+        CompactionEntry(0, "c", 10.0, "hard", True, 9000, 3000, summary_version=1, upto_seq=4,
+                        strategies=("compress_tool_results", "summarize"), detail={"kept": 2}),
+        tenant=T,
+    )  # fmt: skip
+    e2 = store.log_compaction(CompactionEntry(0, "c", 11.0, "soft", False, 5000, 5000), tenant=T)
+    assert e1.id
+    assert e2.id > e1.id
+    assert store.compactions("c", tenant=T) == [e1, e2]
+    assert store.compactions("c", tenant="B") == []
+    for bad in (
+        CompactionEntry(0, "c", 12.0, "hard", True, 1, 1, summary_version=7),
+        CompactionEntry(0, "c", 12.0, "hard", True, 1, 1, upto_seq=99),
+        CompactionEntry(0, "c", 12.0, "hard", True, -1, 1),
+    ):
+        with pytest.raises(InvalidMessageError):
+            store.log_compaction(bad, tenant=T)
+    assert len(store.compactions("c", tenant=T)) == 2
+
+
+def test_working_memory_expires_and_is_collected(tmp_path):
+    clock = Clock()
+    with SQLiteStore(tmp_path / "w.db", clock=clock) as s:
+        s.ensure_conversation("c", tenant=T, user="u")
+        s.ensure_conversation("c", tenant="B", user="u")
+        item = s.put_working(
+            "c", "tool:1", "big result " * 100, tenant=T, ttl=60, meta={"tool": "search"}
+        )
+        s.put_working("c", "tool:2", "short", tenant=T, ttl=600)
+        s.put_working("c", "tool:1", "B's own", tenant="B", ttl=1)
+        assert s.get_working("c", "tool:1", tenant=T) == item
+        assert s.get_working("c", "tool:1", tenant="B").content == "B's own"
+        assert item.expires_at == clock.now + 60
+        clock.now += 61
+        assert s.get_working("c", "tool:1", tenant=T) is None  # expired, not yet collected
+        assert s.get_working("c", "tool:2", tenant=T).content == "short"
+        assert s.collect_working() == 2
+        assert s.collect_working(now=clock.now + 1000) == 1
+        with pytest.raises(ConfigError):
+            s.put_working("c", "k", "v", tenant=T, ttl=0)
+        with pytest.raises(InvalidMessageError):
+            s.put_working("missing", "k", "v", tenant=T, ttl=5)
+
+
+def test_pins(store):
+    store.ensure_conversation("c", tenant=T, user="u")
+    low = store.pin("c", "be brief", tenant=T, priority=2)
+    top = store.pin("c", "never reveal the key", tenant=T, priority=0)
+    assert store.pinned("c", tenant=T) == [top, low]
+    assert store.unpin("c", low.id, tenant="B") is False  # another tenant cannot unpin it
+    assert store.unpin("c", low.id, tenant=T) is True
+    assert store.unpin("c", low.id, tenant=T) is False
+    assert store.pinned("c", tenant=T) == [top]
+
+
+# -- search -----------------------------------------------------------------------------
+
+
+def test_search_in_chinese(store):
+    saved = store.append(
+        "c",
+        [Message.user("我今年35岁，在上海工作"), Message.user("我喜欢北京的秋天"), Message.assistant("好的，记住了")],
+        tenant=T, user="u",
+    )  # fmt: skip
+    for query in ("上海", "上海工作", "35岁", "岁", "在上海", "海"):
+        hits = store.search("c", query, tenant=T)
+        assert [h.message for h in hits][:1] == [saved[0]], query
+    assert [h.message.seq for h in store.search("c", "北京", tenant=T)] == [2]
+    assert store.search("c", "广州", tenant=T) == []
+    assert store.search("c", "上海", tenant="B") == []
+
+
+def test_search_in_english_ranks_sensibly(store):
+    texts = [
+        "We talked about the weather in Paris.",
+        "The budget for the trip is tight; the budget must cover hotels.",
+        "Travelling to Paris next week on a small budget.",
+        "Nothing relevant here at all.",
+    ]
+    store.append("c", [Message.user(t) for t in texts], tenant=T, user="u")
+    # BM25's document frequencies are index-wide: in a 4-message index "budget" (in
+    # 2 of 4) would carry no weight at all. Other conversations make it realistic.
+    store.append("other", [Message.user(f"filler {i}") for i in range(30)], tenant=T, user="u")
+    hits = store.search("c", "budget", tenant=T)
+    assert [h.message.seq for h in hits] == [2, 3]
+    assert hits[0].score > hits[1].score > 0
+    assert store.search("c", "paris budget", tenant=T)[0].message.seq == 3  # both terms
+    assert {h.message.seq for h in store.search("c", "travel", tenant=T)} == {3}  # stemmed
+    assert [h.message.seq for h in store.search("c", "budget", tenant=T, before_seq=3)] == [2]
+    assert len(store.search("c", "the", tenant=T, limit=1)) == 1
+
+
+def test_search_filters_roles_and_keeps_tool_results_verbatim(store):
+    saved = store.append("c", every_part_type(), tenant=T, user="u")
+    assert store.search("c", "temp", tenant=T) == []  # tool messages are not searched by default
+    hits = store.search("c", "temp", tenant=T, roles=("tool",))
+    assert [h.message for h in hits] == [saved[6]]
+    assert hits[0].message.tool_results[0].content == '{"temp": 21, "text": "</tool_result> & <b>"}'
+    assert store.search("c", "天气", tenant=T)[0].message == saved[5]  # tool-call arguments
+    with pytest.raises(ConfigError):
+        store.search("c", "x", tenant=T, roles=("robot",))
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"foo OR', "NEAR(a b", "*", "a AND", "(", ")", "^x", "body:x", "scope:c1", "'", '"', "\\",
+     '上海"', "-", "+", ":", "{x}", "OR", "AND NOT", "", "   ", "🙂", "x" * 5000, "上" * 500],
+)  # fmt: skip
+def test_search_never_parses_the_query(store, query):
+    store.append("c", [Message.user("foo OR bar and 上海 NEAR")], tenant=T, user="u")
+    store.search("c", query, tenant=T)
+
+
+@given(
+    st.lists(
+        st.text(alphabet="上海工作北京我你他的了", min_size=1, max_size=12), min_size=1, max_size=6
+    ),
+    st.data(),
+)
+def test_property_every_cjk_substring_is_found(texts, data):
+    with SQLiteStore(":memory:") as s:
+        s.append("c", [Message.user(t) for t in texts], tenant=T, user="u")
+        i = data.draw(st.integers(0, len(texts) - 1))
+        start = data.draw(st.integers(0, len(texts[i]) - 1))
+        needle = texts[i][start : start + data.draw(st.integers(1, 4))]
+        found = {h.message.seq for h in s.search("c", needle, tenant=T, limit=100)}
+        assert i + 1 in found
+        assert {j + 1 for j, t in enumerate(texts) if needle in t} <= found
+
+
+def test_segmentation_and_query_building():
+    assert segment("我今年35岁，在上海工作") == " 我今 今年 年 35 岁 ， 在上 上海 海工 工作 作 "
+    assert match_query("上海工作 budget") == (
+        'body : ("上海 海工 工作" OR "上海" OR "海工" OR "工作" OR "budget")'
+    )
+    assert match_query('"foo OR') == 'body : ("foo" OR "OR")'
+    assert match_query("岁") == 'body : ("岁"*)'
+    assert match_query("!!! ...") is None
+
+
+# -- concurrency and crashes ------------------------------------------------------------------
+
+
+def _worker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, text=True, env=env
+    )
+
+
+def test_two_processes_appending_to_one_conversation(tmp_path):
+    db, go = tmp_path / "shared.db", tmp_path / "go"
+    SQLiteStore(db).close()  # create the schema once, so the workers race on appends only
+    workers = [_worker("append", str(db), "c", tag, "300", "3", str(go)) for tag in ("P", "Q")]
+    for w in workers:  # both have imported and opened the store: start them together
+        assert w.stdout is not None
+        assert w.stdout.readline().strip() == "ready"
+    go.touch()
+    for w in workers:
+        assert w.wait(timeout=60) == 0
+    with SQLiteStore(db) as s:
+        stored = s.read("c", tenant="t")
+        assert [m.seq for m in stored] == list(range(1, 601))
+        for tag in ("P", "Q"):  # nothing lost, nothing twice, each process's order kept
+            assert [m.text for m in stored if m.text.startswith(tag)] == [
+                f"{tag} {i}" for i in range(300)
+            ]
+        assert totals(s, "c", "t") == (600, 600, 2 * sum(i % 7 + 1 for i in range(300)), 600)
+
+
+def test_a_process_killed_mid_append_leaves_a_consistent_store(tmp_path):
+    db = tmp_path / "killed.db"
+    SQLiteStore(db).close()
+    worker = _worker("flood", str(db), "c", "3000")
+    assert worker.stdout is not None
+    assert worker.stdout.readline().strip() == "committed"
+    time.sleep(0.2)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(timeout=10)
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.execute("INSERT INTO message_fts (message_fts) VALUES ('integrity-check')")
+    seq_max, n, total = conn.execute(
+        "SELECT max(seq), count(*), sum(tokens) FROM messages"
+    ).fetchone()
+    conn.close()
+    assert n % 3000 == 0
+    assert n >= 3000
+    with SQLiteStore(db) as s:
+        info = s.get_conversation("c", tenant="t")
+        assert (info.last_seq, info.message_count, info.token_total) == (seq_max, n, total)
+        assert s.token_total("c", tenant="t", after_seq=1) == (n - 1, total - 100)
+        s.append("c", [Message.user("after the crash")], tenant="t", user="u")
+        assert s.read("c", tenant="t", newest_first=True, limit=1)[0].seq == n + 1
+
+
+# -- async --------------------------------------------------------------------------------
+
+
+def test_async_store_wraps_exactly_the_store_protocol():
+    methods = {n for n, v in vars(Store).items() if inspect.isfunction(v) and not n.startswith("_")}
+    wrapped = {n for n, v in vars(AsyncStore).items() if type(v).__name__ == "_OnWorker"}
+    assert wrapped == methods - {"close"}
+    assert inspect.iscoroutinefunction(AsyncStore.close)
+    for name in methods:  # SQLiteStore implements the protocol with the same parameters
+        assert inspect.signature(getattr(SQLiteStore, name)) == inspect.signature(
+            getattr(Store, name)
+        ), name
+
+
+async def test_async_store_works_from_an_event_loop(tmp_path):
+    async with AsyncStore(SQLiteStore(tmp_path / "a.db")) as store:
+        saved = await store.append("c", [Message.user("我在上海")], tenant=T, user="u", tokens=[4])
+        assert await store.read("c", tenant=T) == saved
+        assert (await store.search("c", "上海", tenant=T))[0].message == saved[0]
+        assert await store.token_total("c", tenant=T) == (1, 4)
+        with pytest.raises(InvalidMessageError):
+            await store.append("c", ["nope"], tenant=T)  # type: ignore[list-item]
+    with pytest.raises(StoreError):
+        await store.read("c", tenant=T)
+
+
+async def test_async_store_does_not_block_the_event_loop(tmp_path):
+    big = [Message.user(f"message {i} 我在上海工作 with some words") for i in range(20_000)]
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    # A full garbage collection stops every thread, and its cost grows with all the
+    # objects pytest and hypothesis hold; freezing them measures the store, not them.
+    gc.collect()
+    gc.freeze()
+    try:
+        async with AsyncStore(SQLiteStore(tmp_path / "b.db")) as store:
+            tick = asyncio.create_task(ticker())
+            started = time.perf_counter()
+            await store.append("c", big, tenant=T, user="u")
+            took = time.perf_counter() - started
+            done.set()
+            await tick
+    finally:
+        gc.unfreeze()
+    assert took > 0.1
+    assert len(gaps) > 20
+    assert max(gaps) < 0.05, sorted(gaps)[-5:]
+
+
+# -- files, paths and migrations ------------------------------------------------------------
+
+
+def test_the_file_is_wal_with_foreign_keys(store):
+    assert store._conn is not None
+    pragma = store._conn.execute
+    assert pragma("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert pragma("PRAGMA foreign_keys").fetchone() == (1,)
+    assert pragma("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+    assert pragma("PRAGMA busy_timeout").fetchone() == (5000,)
+
+
+def test_migrations_are_recorded_and_applied_once(tmp_path):
+    db = tmp_path / "m.db"
+    with SQLiteStore(db) as s:
+        assert s.applied_migrations == ["m001_initial"]
+        s.append("c", [Message.user("kept across reopening")], tenant=T, user="u")
+    with SQLiteStore(db) as s:
+        assert s.applied_migrations == []
+
+    def m002_add_labels(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE labels (cid INTEGER NOT NULL, label TEXT NOT NULL)")
+
+    for expected in (["m002_add_labels"], []):
+        with SQLiteStore(db, migrations=[*MIGRATIONS, m002_add_labels]) as s:
+            assert s.applied_migrations == expected
+            assert s.read("c", tenant=T)[0].text == "kept across reopening"
+    conn = sqlite3.connect(db)
+    names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
+    assert names == ["m001_initial", "m002_add_labels"]
+    assert conn.execute("SELECT count(*) FROM labels").fetchone() == (0,)
+    conn.close()
+
+
+def test_a_failing_migration_is_rolled_back_and_not_recorded(tmp_path):
+    db = tmp_path / "f.db"
+
+    def m002_broken(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE half_done (x)")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        SQLiteStore(db, migrations=[*MIGRATIONS, m002_broken])
+    conn = sqlite3.connect(db)
+    assert [r[0] for r in conn.execute("SELECT name FROM _migrations")] == ["m001_initial"]
+    assert (
+        conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchone() is None
+    )
+    conn.close()
+
+
+def test_default_db_path_and_lazy_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONTEXTWRIGHT_DB", str(tmp_path / "explicit.db"))
+    assert default_db_path() == tmp_path / "explicit.db"
+    monkeypatch.delenv("CONTEXTWRIGHT_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_db_path() == tmp_path / "xdg" / "contextwright" / "contextwright.db"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    expected = tmp_path / "home" / ".local" / "share" / "contextwright" / "contextwright.db"
+    assert default_db_path() == expected
+    assert not expected.parent.exists()  # nothing is created by asking
+    with SQLiteStore() as s:
+        s.append("c", [Message.user("hi")], tenant=T, user="u")
+    assert expected.exists()
+
+
+def test_errors_from_sqlite_become_store_errors(tmp_path, store):
+    with pytest.raises(StoreError):
+        SQLiteStore(tmp_path)  # a directory
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.read("c", tenant=T)
+
+
+def test_bulk_append_is_fast_enough(store):
+    # The target is 20,000 messages/s (measured ~45k on the dev machine); a generous
+    # floor here catches an accidental row-by-row regression without flaking.
+    messages = [
+        Message.user(f"bulk message {i} 我在上海工作 and more words") for i in range(10_000)
+    ]
+    started = time.perf_counter()
+    store.append("c", messages, tenant=T, user="u", tokens=[12] * len(messages))
+    assert len(messages) / (time.perf_counter() - started) > 5_000
+    assert json.loads(json.dumps(store.token_total("c", tenant=T))) == [10_000, 120_000]
