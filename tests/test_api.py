@@ -25,7 +25,7 @@ def test_public_api_is_pinned():
     assert set(contextwright.__all__) == {
         "DEFAULT_SHARES", "MODELS", "Block", "BlockReport", "Budget", "BudgetError", "BudgetTracker",
         "BuiltContext", "Cache", "CacheStats", "CachedCounter", "ConfigError", "ContextEngine",
-        "ContextReport", "ContextwrightError", "HFTokenizerCounter", "HeuristicCounter", "ImagePart",
+        "ContextReport", "ContextwrightError", "Conversations", "LLMError", "MemoryFlush", "StoreError", "HFTokenizerCounter", "HeuristicCounter", "ImagePart",
         "InMemoryKnowledgeStore", "InMemoryMemoryStore", "InvalidMessageError", "KnowledgeHit",
         "KnowledgeStore", "Memory", "MemoryCache", "MemoryHit", "MemoryStore", "Message",
         "MessageOverhead", "MissingDependencyError", "ModelInfo", "Passage", "Priority",
@@ -43,7 +43,7 @@ LAYERS = {
     "_tokens": 1, "adapters": 1, "storage": 1, "llm": 1,
     "_blocks": 2, "_budget": 2, "_memory": 2, "_knowledge": 2, "_fit": 2,
     "sources": 3, "_window": 3, "history": 3,
-    "_receipt": 4, "_engine": 4,
+    "_receipt": 4, "_engine": 4, "_conversations": 4,
     "cli": 5, "data": 5,
 }  # fmt: skip
 

@@ -7,21 +7,31 @@
     request = built.render("anthropic")   # or "openai", "responses"
     print(built.report.to_json())
 
+Stateful use keeps conversations in a store (SQLite by default) and builds by id:
+
+    convs = Conversations(engine, "chat.db")
+    built = await convs.build("conversation-1", "And the budget?", user="u1")
+
 The public API is re-exported here once; implementation lives in private modules,
-one per part of the design (messages, tokens, budget, blocks, cache, sources, …).
+one per part of the design (messages, tokens, budget, blocks, cache, sources, …);
+`contextwright.sources`, `.adapters`, `.history`, `.storage` and `.llm` hold the
+parts' own APIs.
 """
 
 from ._blocks import Block, Priority, escape_content, render_block, unescape_content
 from ._budget import DEFAULT_SHARES, MODELS, Budget, BudgetTracker, ModelInfo, model_info, share_out
 from ._cache import Cache, CacheStats, MemoryCache
+from ._conversations import Conversations, MemoryFlush
 from ._engine import ContextEngine
 from ._errors import (
     BudgetError,
     ConfigError,
     ContextwrightError,
     InvalidMessageError,
+    LLMError,
     MissingDependencyError,
     ProviderRuleError,
+    StoreError,
     UserError,
 )
 from ._knowledge import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
@@ -68,6 +78,7 @@ __all__ = [
     "ContextEngine",
     "ContextReport",
     "ContextwrightError",
+    "Conversations",
     "HFTokenizerCounter",
     "HeuristicCounter",
     "ImagePart",
@@ -76,8 +87,10 @@ __all__ = [
     "InvalidMessageError",
     "KnowledgeHit",
     "KnowledgeStore",
+    "LLMError",
     "Memory",
     "MemoryCache",
+    "MemoryFlush",
     "MemoryHit",
     "MemoryStore",
     "Message",
@@ -89,6 +102,7 @@ __all__ = [
     "ProviderRuleError",
     "Scope",
     "SectionReport",
+    "StoreError",
     "TextPart",
     "TiktokenCounter",
     "TokenCounter",

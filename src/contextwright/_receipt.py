@@ -71,6 +71,7 @@ class ContextReport:
     cache_misses: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    compaction: dict[str, Any] | None = None  # stateful builds: urgency, and what was compacted
 
     @property
     def utilisation(self) -> float:
@@ -137,6 +138,8 @@ class ContextReport:
             f"{self.history_total}; {self.history_shortened} shortened; stopped at: {self.history_stopped}\n"
             f"cache: {self.cache_hits} hits, {self.cache_misses} misses · {timings}"
         )
+        if self.compaction:
+            summary += "\ncompaction: " + ", ".join(f"{k}={v}" for k, v in self.compaction.items())
         parts: list[Any] = [items, sections, summary]
         parts += [f"[yellow]warning:[/] {w}" for w in self.warnings]
         return Group(*parts)

@@ -93,6 +93,7 @@ class AsyncStore:
     latest_summary = _OnWorker(Store.latest_summary)
     summaries = _OnWorker(Store.summaries)
     log_compaction = _OnWorker(Store.log_compaction)
+    save_compaction = _OnWorker(Store.save_compaction)
     compactions = _OnWorker(Store.compactions)
     put_working = _OnWorker(Store.put_working)
     get_working = _OnWorker(Store.get_working)

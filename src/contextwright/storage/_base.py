@@ -229,6 +229,10 @@ class Store(Protocol):
 
     def log_compaction(self, entry: CompactionEntry, *, tenant: str) -> CompactionEntry: ...
 
+    def save_compaction(
+        self, summary: Summary, entry: CompactionEntry, *, tenant: str
+    ) -> tuple[Summary, CompactionEntry]: ...
+
     def compactions(self, conversation: str, *, tenant: str) -> list[CompactionEntry]: ...
 
     def put_working(

@@ -46,42 +46,50 @@ class HistoryTables:
         ``1..upto_seq``; a non-zero ``version`` other than the next one (another
         summariser got there first: re-read and retry).
         """
-        version, from_seq, upto, tokens, method, meta = rows.summary_row(summary)
         with self._tx(True, tenant) as conn:
-            cid, last = rows.resolve(conn, tenant, summary.conversation)
-            prev = conn.execute(
-                "SELECT version, upto_seq FROM summaries WHERE cid = ? ORDER BY version DESC LIMIT 1",
-                (cid,),
-            ).fetchone()
-            nxt, floor = (1, 0) if prev is None else (prev[0] + 1, prev[1])
-            if version not in (0, nxt):
-                raise InvalidMessageError(
-                    "summary.version",
-                    f"is {version} but the next version is {nxt} (was another summary saved?)",
-                )
-            if upto > last:
-                raise InvalidMessageError(
-                    "summary.upto_seq", f"is {upto} but the conversation's last seq is {last}"
-                )
-            if upto < floor:
-                raise InvalidMessageError(
-                    "summary.upto_seq", f"is {upto}, below the previous summary's {floor}"
-                )
-            conn.execute(
-                "INSERT INTO summaries (cid, version, from_seq, upto_seq, tokens, method, "
-                "created_at, meta, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    cid,
-                    nxt,
-                    from_seq,
-                    upto,
-                    tokens,
-                    method,
-                    summary.created_at,
-                    meta,
-                    summary.content,
-                ),
+            return self._insert_summary(conn, tenant, summary)
+
+    def save_compaction(
+        self, summary: Summary, entry: CompactionEntry, *, tenant: str
+    ) -> tuple[Summary, CompactionEntry]:
+        """Save a summary and the log entry of the compaction that made it, atomically.
+
+        The entry's ``summary_version`` is set to the new version. A process killed
+        half-way leaves neither: a summary is never stored without its log entry.
+        """
+        with self._tx(True, tenant) as conn:
+            saved = self._insert_summary(conn, tenant, summary)
+            logged = self._insert_compaction(
+                conn, tenant, replace(entry, summary_version=saved.version)
             )
+        return saved, logged
+
+    def _insert_summary(self, conn: sqlite3.Connection, tenant: str, summary: Summary) -> Summary:
+        version, from_seq, upto, tokens, method, meta = rows.summary_row(summary)
+        cid, last = rows.resolve(conn, tenant, summary.conversation)
+        prev = conn.execute(
+            "SELECT version, upto_seq FROM summaries WHERE cid = ? ORDER BY version DESC LIMIT 1",
+            (cid,),
+        ).fetchone()
+        nxt, floor = (1, 0) if prev is None else (prev[0] + 1, prev[1])
+        if version not in (0, nxt):
+            raise InvalidMessageError(
+                "summary.version",
+                f"is {version} but the next version is {nxt} (was another summary saved?)",
+            )
+        if upto > last:
+            raise InvalidMessageError(
+                "summary.upto_seq", f"is {upto} but the conversation's last seq is {last}"
+            )
+        if upto < floor:
+            raise InvalidMessageError(
+                "summary.upto_seq", f"is {upto}, below the previous summary's {floor}"
+            )
+        conn.execute(
+            "INSERT INTO summaries (cid, version, from_seq, upto_seq, tokens, method, "
+            "created_at, meta, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (cid, nxt, from_seq, upto, tokens, method, summary.created_at, meta, summary.content),
+        )
         return replace(summary, version=nxt)
 
     def latest_summary(self, conversation: str, *, tenant: str) -> Summary | None:
@@ -110,29 +118,34 @@ class HistoryTables:
         ``upto_seq`` must not pass the last message, and ``summary_version``, if
         given, must be a stored summary of this conversation.
         """
-        values = rows.compaction_row(entry)
         with self._tx(True, tenant) as conn:
-            cid, last = rows.resolve(conn, tenant, entry.conversation)
-            if entry.upto_seq > last:
-                raise InvalidMessageError(
-                    "entry.upto_seq",
-                    f"is {entry.upto_seq} but the conversation's last seq is {last}",
-                )
-            version = entry.summary_version
-            if (
-                version is not None
-                and not conn.execute(
-                    "SELECT 1 FROM summaries WHERE cid = ? AND version = ?", (cid, version)
-                ).fetchone()
-            ):
-                raise InvalidMessageError(
-                    "entry.summary_version", f"no summary version {version} is stored"
-                )
-            cur = conn.execute(
-                "INSERT INTO compactions (cid, at, urgency, applied, tokens_before, tokens_after, "
-                "summary_version, upto_seq, strategies, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (cid, *values),
+            return self._insert_compaction(conn, tenant, entry)
+
+    def _insert_compaction(
+        self, conn: sqlite3.Connection, tenant: str, entry: CompactionEntry
+    ) -> CompactionEntry:
+        values = rows.compaction_row(entry)
+        cid, last = rows.resolve(conn, tenant, entry.conversation)
+        if entry.upto_seq > last:
+            raise InvalidMessageError(
+                "entry.upto_seq",
+                f"is {entry.upto_seq} but the conversation's last seq is {last}",
             )
+        version = entry.summary_version
+        if (
+            version is not None
+            and not conn.execute(
+                "SELECT 1 FROM summaries WHERE cid = ? AND version = ?", (cid, version)
+            ).fetchone()
+        ):
+            raise InvalidMessageError(
+                "entry.summary_version", f"no summary version {version} is stored"
+            )
+        cur = conn.execute(
+            "INSERT INTO compactions (cid, at, urgency, applied, tokens_before, tokens_after, "
+            "summary_version, upto_seq, strategies, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (cid, *values),
+        )
         return replace(entry, id=cur.lastrowid or 0, strategies=tuple(entry.strategies))
 
     def compactions(self, conversation: str, *, tenant: str) -> list[CompactionEntry]:

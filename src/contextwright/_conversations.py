@@ -1,0 +1,544 @@
+"""Stateful mode: conversations kept in a store, built against by id.
+
+`Conversations` puts a `ContextEngine` on top of a `Store`. Messages are appended
+once, with a sequence number and their prompt cost; each build reads only what is
+new since the last one, so a turn costs the same in a conversation of 100 messages
+and of 100,000 (issue 3):
+
+* an in-process *tail* per conversation holds the newest messages after the
+  summary boundary, enough to fill the largest window; a build asks the store
+  for messages after the tail's last sequence number (usually none or one) and
+  never re-reads the thread;
+* the running token total and the stored per-message counts answer "how big is
+  the live conversation" without counting anything again;
+* large tool results are compressed for the prompt when they are appended, the
+  original offloaded to working memory behind a read-back pointer
+  (`ToolResultCompressor`); the stored message itself stays verbatim.
+
+Summaries are incremental (previous summary + the messages since it) and are
+made in the background: a build never waits for one unless the conversation is
+over the hard compaction threshold. A routine summary covers what has left the
+window; `compact` (soft: background, hard: before the build returns) follows seed
+004 and keeps only the last N messages out of it. Nothing is ever deleted: the
+summary replaces old messages in the prompt only, every version is kept, and
+the originals stay searchable — the recall source brings exact old turns back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ._budget import Budget
+from ._engine import ContextEngine
+from ._errors import InvalidMessageError, UserError
+from ._messages import Message, ToolResultPart
+from ._receipt import BuiltContext
+from ._tokens import count_message
+from .history import (
+    CompactionCheck,
+    CompactionConfig,
+    CompactionResult,
+    RuleSummarizer,
+    Summarizer,
+    ToolResultCompressor,
+    check,
+    plan_compaction,
+    readback_page,
+    summary_boundary,
+)
+from .storage import AsyncStore, CompactionEntry, SQLiteStore, Store, Summary
+
+__all__ = ["Conversations", "MemoryFlush"]
+
+T = TypeVar("T")
+
+# Called with (tenant, user, conversation, messages about to leave the prompt);
+# returns how many memories it wrote. The memory part plugs its extractor in here.
+MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
+
+
+@dataclass
+class _Tail:
+    """The newest prompt-ready messages of one conversation, and where they stand."""
+
+    messages: deque[Message] = field(default_factory=deque)
+    tokens: int = 0  # sum of the prompt costs of ``messages``
+    last_seq: int = 0  # newest seq this process has seen
+    user_turns: int = 0
+    summary: Summary | None = None
+    # Background summaries adopt their result from another thread.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def snapshot(self) -> tuple[list[Message], int, Summary | None]:
+        with self.lock:
+            return list(self.messages), self.user_turns, self.summary
+
+    @property
+    def boundary(self) -> int:
+        return self.summary.upto_seq if self.summary else 0
+
+
+class _Background:
+    """One daemon thread with an event loop for summaries, so sync callers get them too."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self.pending: set[concurrent.futures.Future[Any]] = set()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="contextwright-bg", daemon=True
+                ).start()
+                self._loop = loop
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        self.pending.add(fut)
+        fut.add_done_callback(self.pending.discard)
+        return fut
+
+    def wait(self, timeout: float | None = None) -> None:
+        concurrent.futures.wait(list(self.pending), timeout=timeout)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None
+
+
+class Conversations:
+    """Conversations persisted in ``store`` and built with ``engine``.
+
+    ``store`` is a `Store` (or a path for an `SQLiteStore`). ``summarizer`` defaults
+    to the rule summariser; ``memory_flush`` runs on messages about to be
+    summarised away. ``window_tokens`` bounds the in-process tail (default: the
+    engine's budget).
+    """
+
+    def __init__(
+        self,
+        engine: ContextEngine,
+        store: Store | str | None = None,
+        *,
+        compaction: CompactionConfig | None = None,
+        summarizer: Summarizer | None = None,
+        compressor: ToolResultCompressor | None = None,
+        memory_flush: MemoryFlush | None = None,
+        window_tokens: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if store is None or isinstance(store, str):
+            store = SQLiteStore(store or ":memory:")
+        self.engine = engine
+        self.store: Store = store
+        self.db = AsyncStore(store)
+        self.compaction = compaction or CompactionConfig()
+        self.summarizer = summarizer or RuleSummarizer(engine.counter)
+        self.compressor = compressor or ToolResultCompressor(engine.counter)
+        self.memory_flush = memory_flush
+        budget = engine.budget.input_tokens if engine.budget is not None else None
+        self.window_tokens = window_tokens or budget or 32_000
+        self.clock = clock
+        self._tails: dict[tuple[str, str], _Tail] = {}
+        self._bg = _Background()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sync_lock = threading.Lock()
+        self._summarising: set[tuple[str, str]] = set()
+
+    # -- writing ---------------------------------------------------------------------
+
+    def _view(self, message: Message) -> tuple[Message, list[tuple[str, str, float]]]:
+        """The prompt view of a message (tool results compressed) and what to offload."""
+        if message.role != "tool":
+            return message, []
+        parts: list[ToolResultPart] = []
+        offloads: list[tuple[str, str, float]] = []
+        changed = False
+        for p in message.tool_results:
+            if not isinstance(p.content, str):
+                parts.append(p)
+                continue
+            c = self.compressor.compress(p.content, tool=p.name, key=f"tool:{p.call_id}")
+            if c.changed:
+                changed = True
+                parts.append(ToolResultPart(p.call_id, c.text, p.is_error, p.name))
+                if c.offload_key and c.original is not None:
+                    offloads.append((c.offload_key, c.original, self.compressor.policy(p.name).ttl))
+            else:
+                parts.append(p)
+        if not changed:
+            return message, []
+        meta = {**message.metadata, "compressed_view": True}
+        return message.replace(parts=tuple(parts), metadata=meta), offloads
+
+    async def append(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+    ) -> list[Message]:
+        """Store ``messages`` (oldest first); returns them with their sequence numbers."""
+        if isinstance(messages, Message):
+            messages = [messages]
+        for i, m in enumerate(messages):
+            if not isinstance(m, Message):
+                raise InvalidMessageError(
+                    f"messages[{i}]", f"must be a Message, got {type(m).__name__}"
+                )
+        views = [self._view(m) for m in messages]
+        counter, ov = self.engine.counter, self.engine.overhead
+        tokens = [count_message(counter, v, ov) for v, _ in views]
+        stored = await self.db.append(
+            conversation,
+            list(messages),
+            tenant=tenant,
+            user=user,
+            tokens=tokens,
+            counter=counter.name,
+        )
+        for _, offloads in views:
+            for key, original, ttl in offloads:
+                await self.db.put_working(
+                    conversation,
+                    key,
+                    original,
+                    tenant=tenant,
+                    ttl=ttl,
+                    meta={"kind": "tool_result"},
+                )
+        tail = self._tails.get((tenant, conversation))
+        if tail is not None and stored and tail.last_seq == (stored[0].seq or 0) - 1:
+            # the common case: nobody else wrote in between, so the tail just grows
+            for saved, (view, _), cost in zip(stored, views, tokens, strict=True):
+                self._push(tail, view.replace(seq=saved.seq), cost)
+        return stored
+
+    def _push(self, tail: _Tail, message: Message, cost: int) -> None:
+        limit = 2 * self.window_tokens  # enough for the largest window, with room to spare
+        counter, ov = self.engine.counter, self.engine.overhead
+        with tail.lock:
+            tail.messages.append(message)
+            tail.tokens += cost
+            tail.last_seq = max(tail.last_seq, message.seq or 0)
+            if message.role == "user":
+                tail.user_turns += 1
+            while tail.tokens > limit and len(tail.messages) > 1:
+                old = tail.messages.popleft()
+                tail.tokens -= count_message(counter, old, ov)
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def _tail(self, conversation: str, tenant: str) -> _Tail:
+        """The conversation's tail, brought up to date with the store (O(new messages))."""
+        key = (tenant, conversation)
+        tail = self._tails.get(key)
+        info = await self.db.get_conversation(conversation, tenant=tenant)
+        if tail is None:
+            tail = _Tail()
+            if info is not None:
+                # Cold start (once per conversation per process): the summary, the
+                # newest messages after it, and the number of user turns so far.
+                tail.summary = await self.db.latest_summary(conversation, tenant=tenant)
+                msgs = await self.db.read_tail(
+                    conversation, tenant=tenant, max_tokens=2 * self.window_tokens,
+                    after_seq=tail.boundary, counter=self.engine.counter.name,
+                )  # fmt: skip
+                everything = await self.db.read(conversation, tenant=tenant, upto_seq=info.last_seq)
+                before = sum(1 for m in everything if m.role == "user")
+                before -= sum(1 for m in msgs if m.role == "user")
+                self._absorb(tail, msgs)
+                with tail.lock:
+                    tail.user_turns += before
+                    tail.last_seq = info.last_seq
+            self._tails[key] = tail
+            return tail
+        if info is not None and info.last_seq > tail.last_seq:
+            new = await self.db.read(conversation, tenant=tenant, after_seq=tail.last_seq)
+            self._absorb(tail, new)
+            latest = await self.db.latest_summary(conversation, tenant=tenant)
+            if latest is not None and (
+                tail.summary is None or latest.version != tail.summary.version
+            ):
+                self._apply_summary(tail, latest)
+        return tail
+
+    def _absorb(self, tail: _Tail, messages: Sequence[Message]) -> None:
+        counter, ov = self.engine.counter, self.engine.overhead
+        for m in messages:
+            view, _ = self._view(m)
+            self._push(tail, view, count_message(counter, view, ov))
+
+    def _apply_summary(self, tail: _Tail, summary: Summary) -> None:
+        """Adopt a new summary: drop tail messages it covers."""
+        counter, ov = self.engine.counter, self.engine.overhead
+        with tail.lock:
+            if tail.summary is not None and tail.summary.version >= summary.version:
+                return
+            tail.summary = summary
+            while tail.messages and (tail.messages[0].seq or 0) <= summary.upto_seq:
+                old = tail.messages.popleft()
+                tail.tokens -= count_message(counter, old, ov)
+
+    async def build(
+        self,
+        conversation: str,
+        message: str | Message,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        budget: Budget | int | None = None,
+        store_message: bool = True,
+        **kw: Any,
+    ) -> BuiltContext:
+        """Build the context for a new user ``message`` in ``conversation``.
+
+        The message is stored first (``store_message``), so it is never lost. Extra
+        keywords go to `ContextEngine.build` (state, locale, provider…).
+        """
+        current = self.engine._current(message)
+        tail = await self._tail(conversation, tenant)
+        urgency = self._check(tail, budget)
+        compacted: CompactionResult | None = None
+        if urgency.urgency in ("hard", "emergency"):
+            compacted = await self._compact(conversation, tenant, user, tail, urgency, wait=True)
+        history, turns, summary_rec = tail.snapshot()
+        summary = summary_rec.content if summary_rec else None
+        built = await self.engine.build(
+            current, history=history, budget=budget, summary=summary, tenant=tenant,
+            user=user, conversation=conversation, user_turns=turns, **kw,
+        )  # fmt: skip
+        built.report.compaction = {
+            "urgency": urgency.urgency,
+            "live_tokens": urgency.current_tokens,
+        }
+        if compacted is not None:
+            built.report.compaction.update(
+                performed=compacted.applied, strategies=list(compacted.strategies),
+                tokens_before=compacted.tokens_before_compaction,
+                tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
+            )  # fmt: skip
+        if store_message:
+            await self.append(conversation, [current], tenant=tenant, user=user)
+        if urgency.summary_due or urgency.urgency == "soft":
+            self._schedule(conversation, tenant, user, routine=urgency.urgency == "none")
+        return built
+
+    def _check(self, tail: _Tail, budget: Budget | int | None) -> CompactionCheck:
+        messages, _, summary = tail.snapshot()
+        summary_tokens = summary.tokens if summary else 0
+        window = self._window_allowance(budget)
+        outside = max(0, tail.tokens - window)
+        outside_msgs = 0
+        acc = 0
+        for m in reversed(messages):
+            acc += count_message(self.engine.counter, m, self.engine.overhead)
+            if acc > window:
+                outside_msgs += 1
+        limit = self._budget_tokens(budget)
+        return check(
+            self.compaction, live_tokens=summary_tokens + tail.tokens,
+            unsummarized_messages=outside_msgs, unsummarized_tokens=outside, budget=limit,
+        )  # fmt: skip
+
+    def _budget_tokens(self, budget: Budget | int | None) -> int | None:
+        if isinstance(budget, int):
+            return budget
+        if isinstance(budget, Budget):
+            return budget.input_tokens
+        return self.engine.budget.input_tokens if self.engine.budget else None
+
+    def _window_allowance(self, budget: Budget | int | None) -> int:
+        total = self._budget_tokens(budget) or self.window_tokens
+        b = budget if isinstance(budget, Budget) else self.engine.budget or Budget(total)
+        return int(total * b.weights()["recent"])
+
+    # -- summaries and compaction --------------------------------------------------------
+
+    def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
+        key = (tenant, conversation)
+        if key in self._summarising:
+            return
+        self._summarising.add(key)
+        tail = self._tails[key]
+
+        async def job() -> None:
+            try:
+                await self._compact(
+                    conversation, tenant, user, tail, None, wait=False, routine=routine
+                )
+            finally:
+                self._summarising.discard(key)
+
+        self._bg.submit(job())
+
+    async def _compact(
+        self, conversation: str, tenant: str, user: str, tail: _Tail, urgency: CompactionCheck | None,
+        *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
+        explicit: bool = False,
+    ) -> CompactionResult:  # fmt: skip
+        """Summarise early turns into a new summary version and log it."""
+        counter, ov = self.engine.counter, self.engine.overhead
+        before_summary = tail.summary
+        after = before_summary.upto_seq if before_summary else 0
+        stored = await self.db.read(conversation, tenant=tenant, after_seq=after)
+        views = [self._view(m)[0] for m in stored]
+        costs = [count_message(counter, v, ov) for v in views]
+        summary_tokens = before_summary.tokens if before_summary else 0
+        if urgency is None:
+            urgency = check(
+                self.compaction, live_tokens=summary_tokens + sum(costs),
+                unsummarized_messages=len(stored), unsummarized_tokens=sum(costs),
+            )  # fmt: skip
+        if routine:
+            # a routine summary covers what has left the window, keeping the recent N
+            window, acc, keep = self._window_allowance(None), 0, 0
+            for c in reversed(costs):
+                acc += c
+                if acc > window:
+                    break
+                keep += 1
+            keep = max(keep, self.compaction.keep_recent_messages)
+            cut = summary_boundary(views, keep)
+            strategies: tuple[str, ...] = ("summarize_early_turns",) if cut else ()
+            notes: tuple[str, ...] = (f"routine summary of {cut} message(s) outside the window",)
+        else:
+            compressed = sum(1 for v in views if v.metadata.get("compressed_view"))
+            plan = plan_compaction(
+                self.compaction, views, costs, summary_tokens=summary_tokens,
+                compressed_tool_results=compressed, urgency=urgency.urgency, force_summary=force,
+            )  # fmt: skip
+            cut, strategies, notes = plan.summarize_count, plan.strategies, plan.notes
+        covered = stored[:cut]
+        flushed = 0
+        if (
+            covered
+            and self.memory_flush is not None
+            and self.compaction.memory_flush_enabled
+            and not preview
+        ):
+            try:
+                flushed = await self.memory_flush(tenant, user, conversation, covered)
+            except Exception as exc:  # a failing hook must not block compaction
+                notes = (*notes, f"memory flush failed: {type(exc).__name__}: {exc}")
+        content = before_summary.content if before_summary else ""
+        method = before_summary.method if before_summary else ""
+        new_summary: Summary | None = None
+        if covered:
+            runner = self.summarizer.summarize(
+                covered,
+                previous=content or None,
+                max_tokens=self.compaction.summary_max_tokens,
+                locale="auto",
+            )
+            draft = await (asyncio.wrap_future(self._bg.submit(runner)) if wait else runner)
+            content, method = draft.content, draft.method
+            new_summary = Summary(
+                conversation, 0, before_summary.from_seq if before_summary else (covered[0].seq or 1),
+                covered[-1].seq or 0, content, counter.count(content), method, self.clock(),
+                {"messages": draft.messages},
+            )  # fmt: skip
+        kept_views = views[cut:]
+        new_tokens = (new_summary.tokens if new_summary else summary_tokens) + sum(costs[cut:])
+        before_tokens = summary_tokens + sum(costs)
+        version: int | None = None
+        if new_summary is not None and not preview:
+            entry = CompactionEntry(
+                0, conversation, self.clock(), "routine" if routine else urgency.urgency, True,
+                before_tokens, new_tokens, None, new_summary.upto_seq, strategies,
+                {"notes": list(notes), "flushed_memories": flushed, "method": method},
+            )  # fmt: skip
+            # summary and log entry in one transaction: a crash leaves both or neither
+            saved, _ = await self.db.save_compaction(new_summary, entry, tenant=tenant)
+            version = saved.version
+            self._apply_summary(tail, saved)
+        elif explicit and not preview:
+            entry = CompactionEntry(
+                0, conversation, self.clock(), urgency.urgency, False, before_tokens, before_tokens,
+                None, after, strategies, {"notes": list(notes), "reason": "nothing to summarise"},
+            )  # fmt: skip
+            await self.db.log_compaction(entry, tenant=tenant)
+        prompt = ([Message.system(content)] if content else []) + kept_views
+        return CompactionResult(
+            prompt, content, len(stored), len(kept_views), flushed, before_tokens, new_tokens,
+            urgency.urgency, strategies, not preview and new_summary is not None, version,
+            covered[-1].seq if covered else None, method, notes,
+        )  # fmt: skip
+
+    async def compact(
+        self, conversation: str, *, tenant: str = "default", user: str = "anonymous",
+        preview: bool = False, force: bool = True,
+    ) -> CompactionResult:  # fmt: skip
+        """Compact now (``preview``: compute without writing). ``force`` summarises even under the soft threshold."""
+        tail = await self._tail(conversation, tenant)
+        if await self.db.get_conversation(conversation, tenant=tenant) is None:
+            raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
+        return await self._compact(
+            conversation, tenant, user, tail, None, wait=True, preview=preview, force=force
+        )
+
+    async def check(
+        self, conversation: str, *, tenant: str = "default", budget: Budget | int | None = None
+    ) -> CompactionCheck:
+        return self._check(await self._tail(conversation, tenant), budget)
+
+    async def read_back(
+        self, conversation: str, key: str, page: int = 1, *, tenant: str = "default"
+    ) -> str:
+        """The read-back tool's answer: a page of an offloaded tool result."""
+        item = await self.db.get_working(conversation, key, tenant=tenant)
+        if item is None:
+            return f"[nothing stored under {key!r}: it may have expired]"
+        return readback_page(item.content, page, self.engine.counter)
+
+    async def wait_idle(self, timeout: float | None = 30.0) -> None:
+        """Wait for background summaries (tests, shutdown)."""
+        await asyncio.to_thread(self._bg.wait, timeout)
+
+    # -- sync facade ---------------------------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            coro.close()
+            raise UserError("this is the sync API; inside an event loop use the async methods")
+        with self._sync_lock:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            return self._loop.run_until_complete(coro)
+
+    def append_sync(
+        self, conversation: str, messages: Sequence[Message], **kw: Any
+    ) -> list[Message]:
+        return self._run(self.append(conversation, messages, **kw))
+
+    def build_sync(self, conversation: str, message: str | Message, **kw: Any) -> BuiltContext:
+        return self._run(self.build(conversation, message, **kw))
+
+    def compact_sync(self, conversation: str, **kw: Any) -> CompactionResult:
+        return self._run(self.compact(conversation, **kw))
+
+    def wait_idle_sync(self, timeout: float | None = 30.0) -> None:
+        self._bg.wait(timeout)
+
+    def close(self) -> None:
+        self._bg.wait(10.0)
+        self._bg.close()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.close()
+        close = getattr(self.store, "close", None)
+        if callable(close):
+            close()

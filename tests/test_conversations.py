@@ -1,0 +1,300 @@
+"""Stateful mode: stored conversations, incremental builds, background summaries, compaction."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contextwright import (
+    ContextEngine,
+    Conversations,
+    HeuristicCounter,
+    Message,
+    TiktokenCounter,
+    ToolCallPart,
+    UserError,
+    count_messages,
+    group_units,
+)
+from contextwright.history import CompactionConfig
+from contextwright.storage import SQLiteStore
+
+from .conftest import conversations
+
+H = HeuristicCounter()
+
+
+class CountingStore(SQLiteStore):
+    """A real SQLite store that records how many messages each read returned."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.read_sizes: list[int] = []
+
+    def read(self, *a, **kw):
+        out = super().read(*a, **kw)
+        self.read_sizes.append(len(out))
+        return out
+
+
+def thread(n: int) -> list[Message]:
+    out: list[Message] = []
+    for i in range(n):
+        out.append(Message.user(f"Question {i}: what about plan {i % 7}? 我们讨论第{i}个方案。"))
+        if i % 5 == 0:
+            call = ToolCallPart(f"call_{i}", "search", json.dumps({"q": f"plan {i}"}))
+            out.append(Message.assistant("Let me check.", tool_calls=[call]))
+            out.append(
+                Message.tool(
+                    call.id,
+                    json.dumps([{"row": r, "note": "detail " * 5} for r in range(120)]),
+                    tool_name="search",
+                )
+            )
+        out.append(Message.assistant(f"Plan {i % 7} is the one to use; it costs {i * 10} dollars."))
+    return out
+
+
+@pytest.fixture
+def convs(tmp_path):
+    engine = ContextEngine(system_prompt="You are helpful.", counter=H, budget=3000)
+    c = Conversations(
+        engine, SQLiteStore(tmp_path / "c.db"), compaction=CompactionConfig.preset("development")
+    )
+    yield c
+    c.close()
+
+
+def test_append_then_build_uses_the_stored_history(convs):
+    stored = convs.append_sync("c1", thread(3), tenant="t", user="u")
+    assert [m.seq for m in stored] == list(range(1, len(stored) + 1))
+    built = convs.build_sync("c1", "Which plan again?", tenant="t", user="u")
+    texts = [m.text for m in built.messages]
+    assert any("Plan 2 is the one to use" in t for t in texts)
+    assert built.messages[-2].text == "Which plan again?"
+    # the new message is stored, after everything else
+    last = convs.store.read("c1", tenant="t", newest_first=True, limit=1)[0]
+    assert last.text == "Which plan again?"
+    assert all(u.ok for u in group_units(built.messages))
+
+
+def test_builds_read_only_what_is_new(tmp_path):
+    store = CountingStore(tmp_path / "n.db")
+    engine = ContextEngine(counter=H, budget=3000)
+    convs = Conversations(engine, store)
+    convs.append_sync("c", thread(300), tenant="t", user="u")
+    convs.build_sync("c", "warm up", tenant="t", user="u")
+    convs.wait_idle_sync()
+    store.read_sizes.clear()
+    for i in range(20):
+        convs.build_sync("c", f"question {i}", tenant="t", user="u")
+        convs.append_sync("c", [Message.assistant(f"answer {i}")], tenant="t", user="u")
+    convs.wait_idle_sync()
+    # each build reads at most the few messages appended since the previous one
+    # (background summaries read the messages they summarise: bounded by the thresholds)
+    big = [n for n in store.read_sizes if n > 40]
+    assert not big, store.read_sizes
+    convs.close()
+
+
+def test_tool_results_are_compressed_offloaded_and_readable(convs):
+    convs.append_sync("c", thread(1), tenant="t", user="u")
+    built = convs.build_sync("c", "what did the search return?", tenant="t", user="u")
+    tool = next(m for m in built.messages if m.role == "tool")
+    assert "read_tool_result" in tool.text
+    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t"))
+    assert page.startswith("[page 1 of")
+    # the stored message is verbatim
+    original = next(m for m in convs.store.read("c", tenant="t") if m.role == "tool")
+    assert json.loads(original.text)[119]["row"] == 119
+
+
+def test_background_summary_never_splits_a_unit_and_nothing_is_lost(convs):
+    msgs = thread(120)
+    convs.append_sync("c", msgs, tenant="t", user="u")
+    for i in range(3):
+        convs.build_sync("c", f"q{i}", tenant="t", user="u")
+        convs.wait_idle_sync()
+    summary = convs.store.latest_summary("c", tenant="t")
+    assert summary is not None
+    stored = convs.store.read("c", tenant="t")
+    assert len(stored) == len(msgs) + 3  # compaction never deletes
+    after = [m for m in stored if m.seq > summary.upto_seq]
+    assert after[0].role != "tool"
+    assert all(u.ok for u in group_units(after))
+    # the summary covers exactly what it claims
+    assert summary.meta["messages"] == summary.upto_seq - summary.from_seq + 1
+    log = convs.store.compactions("c", tenant="t")
+    assert log
+    assert log[-1].summary_version == summary.version
+
+
+def test_hard_threshold_compacts_before_the_build_returns(tmp_path):
+    engine = ContextEngine(counter=H, budget=50_000)
+    cfg = CompactionConfig(
+        soft_threshold_tokens=2000,
+        hard_threshold_tokens=3000,
+        keep_recent_messages=4,
+        summary_max_tokens=300,
+    )
+    convs = Conversations(engine, SQLiteStore(tmp_path / "h.db"), compaction=cfg)
+    convs.append_sync("c", thread(60), tenant="t", user="u")
+    built = convs.build_sync("c", "summarise please", tenant="t", user="u")
+    assert built.report.compaction["urgency"] in ("hard", "emergency")
+    assert built.report.compaction["performed"] is True
+    assert built.report.compaction["tokens_after"] < built.report.compaction["tokens_before"]
+    assert any(
+        "[Summary of the earlier conversation]" in m.text or "摘要" in m.text
+        for m in built.messages
+    )
+    convs.close()
+
+
+def test_preview_writes_nothing(convs):
+    convs.append_sync("c", thread(40), tenant="t", user="u")
+    before = (convs.store.summaries("c", tenant="t"), convs.store.compactions("c", tenant="t"))
+    result = convs.compact_sync("c", tenant="t", user="u", preview=True)
+    assert not result.applied
+    assert result.tokens_after_compaction < result.tokens_before_compaction
+    assert (
+        convs.store.summaries("c", tenant="t"),
+        convs.store.compactions("c", tenant="t"),
+    ) == before
+    applied = convs.compact_sync("c", tenant="t", user="u")
+    assert applied.applied
+    assert applied.summary_version == 1
+    assert len(convs.store.read("c", tenant="t")) == len(thread(40))
+
+
+def test_memory_flush_hook_sees_what_leaves_the_prompt(tmp_path):
+    seen = []
+
+    async def flush(tenant, user, conversation, messages):
+        seen.append((tenant, user, conversation, [m.seq for m in messages]))
+        return len(messages)
+
+    engine = ContextEngine(counter=H, budget=3000)
+    convs = Conversations(engine, SQLiteStore(tmp_path / "f.db"), memory_flush=flush)
+    convs.append_sync("c", thread(30), tenant="t", user="u")
+    result = convs.compact_sync("c", tenant="t", user="u")
+    assert seen
+    assert seen[0][:3] == ("t", "u", "c")
+    assert seen[0][3] == list(range(1, result.upto_seq + 1))
+    assert result.flushed_memories == result.upto_seq
+    convs.close()
+
+
+def test_tenants_do_not_share_tails(convs):
+    convs.append_sync(
+        "same-id", [Message.user("alpha secret"), Message.assistant("ok")], tenant="a", user="u"
+    )
+    convs.append_sync(
+        "same-id", [Message.user("beta"), Message.assistant("ok")], tenant="b", user="u"
+    )
+    built = convs.build_sync("same-id", "what was said?", tenant="b", user="u")
+    assert "alpha secret" not in json.dumps([m.text for m in built.messages])
+
+
+def test_compacting_a_missing_conversation_is_an_error(convs):
+    with pytest.raises(UserError):
+        convs.compact_sync("nope", tenant="t")
+
+
+@settings(
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    max_examples=15,
+    deadline=None,
+)
+@given(conversations(max_units=40), st.integers(0, 8), st.integers(500, 4000))
+def test_compaction_property(tmp_path_factory, msgs, keep, budget):
+    """Compaction never loses a stored message, never splits a unit, and ends under the threshold or says why."""
+    path = tmp_path_factory.mktemp("p") / "p.db"
+    engine = ContextEngine(counter=H, budget=budget)
+    cfg = CompactionConfig(
+        soft_threshold_tokens=400,
+        hard_threshold_tokens=800,
+        keep_recent_messages=keep,
+        summary_max_tokens=120,
+    )
+    convs = Conversations(engine, SQLiteStore(path), compaction=cfg)
+    if msgs:
+        convs.append_sync("c", msgs, tenant="t", user="u")
+    else:
+        convs.store.ensure_conversation("c", tenant="t", user="u")
+    result = convs.compact_sync("c", tenant="t", user="u")
+    stored = convs.store.read("c", tenant="t")
+    assert [m.id for m in stored] == [m.id for m in msgs]
+    kept = [m for m in result.compacted_messages if m.role != "system" or not result.summary]
+    assert all(u.ok for u in group_units(kept))
+    if result.tokens_after_compaction >= cfg.soft_threshold_tokens:
+        assert result.notes  # the result says why it could not get under
+    built = convs.build_sync("c", "and now?", tenant="t", user="u")
+    assert count_messages(H, built.messages) <= budget
+    convs.close()
+
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys, json
+    sys.path.insert(0, {src!r})
+    from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
+    from contextwright.history import CompactionConfig
+    from contextwright.storage import SQLiteStore
+    engine = ContextEngine(counter=HeuristicCounter(), budget=4000)
+    convs = Conversations(engine, SQLiteStore({db!r}), compaction=CompactionConfig(soft_threshold_tokens=100, hard_threshold_tokens=200, keep_recent_messages=2, summary_max_tokens=200))
+    i = 0
+    print("ready", flush=True)
+    while True:
+        convs.append_sync("c", [Message.user(f"question {{i}} " * 20), Message.assistant(f"answer {{i}} " * 20)], tenant="t", user="u")
+        convs.compact_sync("c", tenant="t", user="u")
+        i += 1
+    """
+)
+
+
+def test_sigkill_during_compaction_leaves_a_consistent_store(tmp_path):
+    db = tmp_path / "k.db"
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT.format(src=src, db=str(db))], stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == b"ready"
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = SQLiteStore(db)
+    assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    info = store.get_conversation("c", tenant="t")
+    msgs = store.read("c", tenant="t")
+    assert info.last_seq == len(msgs) == info.message_count
+    assert [m.seq for m in msgs] == list(range(1, len(msgs) + 1))
+    summaries = store.summaries("c", tenant="t")
+    assert [s.version for s in summaries] == list(range(1, len(summaries) + 1))
+    assert summaries, "the child should have compacted at least once"
+    logged = {e.summary_version for e in store.compactions("c", tenant="t") if e.applied}
+    assert {s.version for s in summaries} == logged  # no summary without its log entry
+    for s in summaries:
+        assert s.upto_seq <= info.last_seq
+    store.close()
+
+
+def test_exact_counter_budget_holds_in_stateful_mode(tmp_path):
+    c = TiktokenCounter("cl100k_base")
+    engine = ContextEngine(counter=c, budget=2500)
+    convs = Conversations(engine, SQLiteStore(tmp_path / "e.db"))
+    convs.append_sync("c", thread(50), tenant="t", user="u")
+    for i in range(5):
+        built = convs.build_sync("c", f"question {i}?", tenant="t", user="u")
+        fresh = [Message.from_dict(m.to_dict()) for m in built.messages]
+        assert count_messages(TiktokenCounter("cl100k_base"), fresh) <= 2500
+    convs.close()
