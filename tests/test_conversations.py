@@ -298,3 +298,24 @@ def test_exact_counter_budget_holds_in_stateful_mode(tmp_path):
         fresh = [Message.from_dict(m.to_dict()) for m in built.messages]
         assert count_messages(TiktokenCounter("cl100k_base"), fresh) <= 2500
     convs.close()
+
+
+def test_recall_brings_back_exact_old_turns(tmp_path):
+    engine = ContextEngine(counter=H, budget=1500)
+    convs = Conversations(engine, SQLiteStore(tmp_path / "r.db"))
+    early = [Message.user("My daughter Mia was born on 3 March 2019 in Lisbon."), Message.assistant("Congratulations!")]
+    filler = []
+    for i in range(200):
+        filler += [Message.user(f"Tell me about topic {i} in detail please."), Message.assistant(f"Topic {i} is about things. " * 5)]
+    later = [Message.user("我今年35岁，在上海工作。"), Message.assistant("好的。")]
+    more = []
+    for i in range(200):
+        more += [Message.user(f"Another question {i}?"), Message.assistant(f"Another answer {i}. " * 5)]
+    convs.append_sync("c", early + filler + later + more, tenant="t", user="u")
+    built = convs.build_sync("c", "When was Mia born?", tenant="t", user="u")
+    text = "\n".join(m.text for m in built.messages)
+    assert "My daughter Mia was born on 3 March 2019 in Lisbon." in text
+    assert built.report.block("recalled_turns").status in ("included", "truncated")
+    built = convs.build_sync("c", "我在哪里工作?", tenant="t", user="u")
+    assert "我今年35岁，在上海工作。" in "\n".join(m.text for m in built.messages)
+    convs.close()

@@ -47,6 +47,7 @@ from .history import (
     CompactionResult,
     RuleSummarizer,
     Summarizer,
+    RecallSource,
     ToolResultCompressor,
     check,
     plan_compaction,
@@ -134,6 +135,7 @@ class Conversations:
         compressor: ToolResultCompressor | None = None,
         memory_flush: MemoryFlush | None = None,
         window_tokens: int | None = None,
+        recall: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if store is None or isinstance(store, str):
@@ -153,6 +155,7 @@ class Conversations:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
         self._summarising: set[tuple[str, str]] = set()
+        self._extra = [RecallSource(store=self.db)] if recall else []
 
     # -- writing ---------------------------------------------------------------------
 
@@ -316,7 +319,7 @@ class Conversations:
         summary = summary_rec.content if summary_rec else None
         built = await self.engine.build(
             current, history=history, budget=budget, summary=summary, tenant=tenant,
-            user=user, conversation=conversation, user_turns=turns, **kw,
+            user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
         )  # fmt: skip
         built.report.compaction = {
             "urgency": urgency.urgency,

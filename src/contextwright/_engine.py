@@ -186,10 +186,13 @@ class ContextEngine:
         locale: str | None = None,
         provider: str | None = None,
         user_turns: int | None = None,
+        extra_sources: Sequence[Source] = (),
     ) -> BuiltContext:
         """Build the context for ``message`` after ``history`` (oldest first).
 
-        ``user_turns`` is the number of user messages before this one, if the caller
+        ``extra_sources`` join the engine's sources for this build only (the stateful
+        mode adds its recall source this way). ``user_turns`` is the number of user
+        messages before this one, if the caller
         knows it; otherwise it is counted, incrementally across builds of a growing
         history. Raises `BudgetError` when the protected zone alone exceeds the budget
         and `InvalidMessageError` for a malformed message or history.
@@ -232,7 +235,7 @@ class ContextEngine:
 
         # 1. plan
         applicable: list[tuple[Source, str]] = []
-        for s in self.sources:
+        for s in [*self.sources, *extra_sources]:
             trigger = getattr(s, "trigger", None)
             why = trigger(turn) if trigger is not None else "always"
             if why:

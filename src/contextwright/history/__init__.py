@@ -19,6 +19,7 @@ from ._compaction import (
     plan_compaction,
     summary_boundary,
 )
+from ._recall import RecallSource, SearchesMessages
 from ._summary import LLMSummarizer, RuleSummarizer, Summarizer, SummaryDraft
 from ._summary_format import RuleSummary, detect_locale
 from ._tools import (
@@ -39,8 +40,10 @@ __all__ = [
     "CompactionResult",
     "Compression",
     "LLMSummarizer",
+    "RecallSource",
     "RuleSummarizer",
     "RuleSummary",
+    "SearchesMessages",
     "Summarizer",
     "SummaryDraft",
     "ToolPolicy",
