@@ -1,4 +1,4 @@
-"""The command line: ``contextwright demo`` and ``contextwright build FILE``.
+"""The command line: ``demo``, ``build FILE``, and the stored-conversation commands.
 
 ``demo`` builds a context from the bundled sample conversation (English and
 Chinese turns, a tool call with a large result, collected info, an assessment,
@@ -10,6 +10,8 @@ messages in OpenAI Chat, OpenAI Responses or Anthropic shape, or a JSON object
 ``{"messages": [...], "system": "...", "state": {...}, ...}`` like the demo file —
 and builds the context for its last user message (or for ``--query TEXT`` after
 all of them). Bad input exits with status 2 and one line saying what and where.
+
+``import``, ``inspect`` and ``compact`` work on stored conversations (`_cli_history`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import adapters
+from . import _cli_history, adapters
 from ._budget import model_info
 from ._engine import ContextEngine
 from ._errors import BudgetError, ConfigError, ContextwrightError, InvalidMessageError, UserError
+from ._files import load_conversation as _load
 from ._knowledge import InMemoryKnowledgeStore
 from ._memory import InMemoryMemoryStore, Memory, Scope
 from ._messages import Message
@@ -34,55 +37,6 @@ from ._tokens import HeuristicCounter, TokenCounter, default_counter
 from .sources import ConversationState, default_sources
 
 __all__ = ["main"]
-
-_OBJECT_KEYS = {
-    "messages", "system", "message", "state", "user", "tenant", "conversation", "locale",
-    "memories", "knowledge", "knowledge_gate", "experiences", "experience_stages",
-    "core_fields", "stage_names", "labels", "model", "max_message_tokens",
-}  # fmt: skip
-
-
-def _read(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidMessageError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InvalidMessageError(str(path), "is not UTF-8 text") from None
-    stripped = text.lstrip()
-    if not stripped:
-        raise InvalidMessageError(str(path), "is empty")
-    if stripped[0] in "[{":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            if stripped[0] == "[":
-                raise InvalidMessageError(f"{path}:{exc.lineno}:{exc.colno}", f"invalid JSON: {exc.msg}") from None
-            # a JSONL file also starts with "{": try it line by line
-    items = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            items.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise InvalidMessageError(f"{path}:{n}:{exc.colno}", f"invalid JSON: {exc.msg}") from None
-    return items
-
-
-def _load(path: Path) -> dict[str, Any]:
-    data = _read(path)
-    if isinstance(data, list):
-        data = {"messages": data}
-    if not isinstance(data, Mapping):
-        raise InvalidMessageError(str(path), "must hold a list of messages or an object with 'messages'")
-    unknown = sorted(set(data) - _OBJECT_KEYS)
-    if unknown:
-        raise InvalidMessageError(f"{path}: {unknown[0]}", f"unknown key; expected some of {sorted(_OBJECT_KEYS)}")
-    if not isinstance(data.get("messages"), list):
-        raise InvalidMessageError(f"{path}: messages", "must be a list")
-    return dict(data)
-
 
 def _engine(conf: Mapping[str, Any], counter: TokenCounter, budget: int | None, model: str | None) -> ContextEngine:
     memory = InMemoryMemoryStore()
@@ -224,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--format", choices=["openai", "anthropic", "responses"], default="openai")
     b.add_argument("--query", default=None, help="the new user message (default: the file's last user message)")
     b.add_argument("--json", action="store_true")
+    _cli_history.add_parsers(sub)
     return p
 
 
@@ -233,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"contextwright: error: --budget must be a positive integer, got {args.budget}", file=sys.stderr)
         return 2
     try:
+        if args.command in _cli_history.commands():
+            _cli_history.run(args, sys.stdout)
+            return 0
         if args.command == "demo":
             ref = resources.files("contextwright.data").joinpath("demo_conversation.json")
             conf = json.loads(ref.read_text(encoding="utf-8"))

@@ -1,0 +1,199 @@
+"""The stored-conversation commands: ``import``, ``inspect`` and ``compact``.
+
+They work on the embedded SQLite store: ``--db PATH``, else ``$CONTEXTWRIGHT_DB``,
+else a per-user data file (`default_db_path`). ``import`` reads a conversation in
+any format ``build`` reads and appends it in batches with a progress bar;
+``inspect`` shows the conversation, its summaries, its compaction log and the
+receipt of a build for its last user message (nothing is written); ``compact``
+compacts now, or with ``--preview`` shows what it would do without writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import adapters
+from ._conversations import Conversations
+from ._engine import ContextEngine
+from ._errors import UserError
+from ._files import load_conversation
+from ._messages import Message
+from ._tokens import HeuristicCounter, default_counter
+from .history import CompactionConfig, CompactionResult
+from .storage import SQLiteStore, default_db_path
+
+__all__ = ["add_parsers", "run"]
+
+BATCH = 1000
+
+
+def add_parsers(sub: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", type=Path, default=None, help="SQLite file (default: $CONTEXTWRIGHT_DB or a per-user data file)")
+    common.add_argument("--tenant", default="default")
+    common.add_argument("--model", default=None, help="model name: picks the tokenizer")
+    common.add_argument("--preset", default="production", help="compaction preset: development, production, large_context")
+    common.add_argument("--json", action="store_true")
+    imp = sub.add_parser("import", parents=[common], help="append a conversation file to the store")
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--conversation", required=True)
+    imp.add_argument("--user", default="anonymous")
+    ins = sub.add_parser("inspect", parents=[common], help="show a stored conversation")
+    ins.add_argument("conversation")
+    ins.add_argument("--budget", type=int, default=8000)
+    ins.add_argument("--query", default=None, help="build for this message (default: the last user message)")
+    com = sub.add_parser("compact", parents=[common], help="compact a stored conversation")
+    com.add_argument("conversation")
+    com.add_argument("--preview", action="store_true", help="compute without writing")
+
+
+def _open(args: argparse.Namespace, budget: int = 8000) -> Conversations:
+    path = args.db or default_db_path()
+    counter = default_counter(args.model) if args.model else HeuristicCounter()
+    engine = ContextEngine(counter=counter, budget=budget)
+    return Conversations(engine, SQLiteStore(path), compaction=CompactionConfig.preset(args.preset))
+
+
+def _messages(path: Path) -> list[Message]:
+    raw = load_conversation(path)["messages"]
+    fmt = adapters.detect_format(raw)
+    if fmt == "anthropic":
+        return adapters.from_anthropic(raw)
+    if fmt == "responses":
+        return adapters.from_responses(raw)
+    return adapters.from_openai_chat(raw)
+
+
+def _import(args: argparse.Namespace, out: Any) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    messages = _messages(args.file)
+    convs = _open(args)
+    try:
+        with Progress(
+            TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            disable=args.json or len(messages) < BATCH,
+        ) as bar:  # fmt: skip
+            task = bar.add_task("import", total=len(messages))
+            stored: list[Message] = []
+            for i in range(0, len(messages), BATCH):
+                chunk = messages[i : i + BATCH]
+                stored += convs.append_sync(args.conversation, chunk, tenant=args.tenant, user=args.user)
+                bar.advance(task, len(chunk))
+        info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
+        assert info is not None
+        result = {
+            "conversation": args.conversation, "imported": len(stored),
+            "last_seq": info.last_seq, "messages": info.message_count, "tokens": info.token_total,
+        }  # fmt: skip
+        _emit(result, args.json, out)
+    finally:
+        convs.close()
+
+
+def _emit(payload: dict[str, Any], as_json: bool, out: Any) -> None:
+    if as_json:
+        out.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=False)
+    for k, v in payload.items():
+        table.add_row(str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False))
+    Console(file=out, width=120).print(table)
+
+
+def _inspect(args: argparse.Namespace, out: Any) -> None:
+    convs = _open(args, args.budget)
+    try:
+        store = convs.store
+        info = store.get_conversation(args.conversation, tenant=args.tenant)
+        if info is None:
+            raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r} in {args.db or default_db_path()}")
+        query = args.query
+        if query is None:
+            last_user = next((m for m in store.read(args.conversation, tenant=args.tenant, newest_first=True, limit=200) if m.role == "user"), None)
+            query = last_user.text if last_user is not None and last_user.text.strip() else "(inspect)"
+        built = convs.build_sync(args.conversation, query, tenant=args.tenant, user=info.user, store_message=False)
+        summaries = store.summaries(args.conversation, tenant=args.tenant)
+        log = store.compactions(args.conversation, tenant=args.tenant)
+        if args.json:
+            payload = {
+                "conversation": {"id": info.id, "tenant": info.tenant, "user": info.user, "messages": info.message_count,
+                                 "last_seq": info.last_seq, "tokens": info.token_total},
+                "summary": None if not summaries else {"version": summaries[-1].version, "from_seq": summaries[-1].from_seq,
+                                                       "upto_seq": summaries[-1].upto_seq, "method": summaries[-1].method,
+                                                       "tokens": summaries[-1].tokens, "content": summaries[-1].content},
+                "summary_versions": [s.version for s in summaries],
+                "compactions": [{"id": e.id, "at": e.at, "urgency": e.urgency, "applied": e.applied,
+                                 "tokens_before": e.tokens_before, "tokens_after": e.tokens_after,
+                                 "summary_version": e.summary_version, "upto_seq": e.upto_seq,
+                                 "strategies": list(e.strategies)} for e in log],
+                "report": built.report.to_dict(),
+            }  # fmt: skip
+            out.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            return
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.panel import Panel
+        from rich.table import Table
+
+        console = Console(file=out, width=120)
+        console.print(
+            f"conversation [bold]{escape(info.id)}[/] · tenant {escape(info.tenant)} · user {escape(info.user)} · "
+            f"{info.message_count} messages · {info.token_total} tokens stored · last seq {info.last_seq}"
+        )
+        if summaries:
+            s = summaries[-1]
+            console.print(Panel(escape(s.content), title=f"summary v{s.version} · seq {s.from_seq}–{s.upto_seq} · {escape(s.method)} · {s.tokens} tokens", title_align="left"))
+        else:
+            console.print("no summary yet")
+        table = Table(title="compaction log", title_justify="left")
+        for col in ("id", "urgency", "applied", "before", "after", "summary", "upto seq", "strategies"):
+            table.add_column(col)
+        for e in log:
+            table.add_row(str(e.id), e.urgency, str(e.applied), str(e.tokens_before), str(e.tokens_after),
+                          str(e.summary_version or "-"), str(e.upto_seq), ", ".join(e.strategies))  # fmt: skip
+        console.print(table)
+        console.print(built.report.to_table())
+    finally:
+        convs.close()
+
+
+def _compact(args: argparse.Namespace, out: Any) -> None:
+    convs = _open(args)
+    try:
+        info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
+        if info is None:
+            raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
+        result: CompactionResult = convs.compact_sync(args.conversation, tenant=args.tenant, user=info.user, preview=args.preview)
+        payload = {
+            "conversation": args.conversation, "preview": args.preview, "applied": result.applied,
+            "strategies": list(result.strategies), "original_count": result.original_count,
+            "retained_count": result.retained_count, "flushed_memories": result.flushed_memories,
+            "tokens_before": result.tokens_before_compaction, "tokens_after": result.tokens_after_compaction,
+            "summary_version": result.summary_version, "upto_seq": result.upto_seq, "method": result.method,
+            "notes": list(result.notes), "summary": result.summary,
+        }  # fmt: skip
+        _emit(payload, args.json, out)
+    finally:
+        convs.close()
+
+
+def run(args: argparse.Namespace, out: Any) -> None:
+    {"import": _import, "inspect": _inspect, "compact": _compact}[args.command](args, out)
+
+
+def commands() -> Sequence[str]:
+    return ("import", "inspect", "compact")
