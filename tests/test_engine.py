@@ -317,3 +317,17 @@ def test_state_driven_sources_in_chinese():
     assert "推荐方案: 高才通B类" in text
     assert "设备类型: mobile (iPhone)" in text
     assert "用户当前目标" in text
+
+
+def test_task_status_rides_with_the_goal_and_a_broken_hook_is_reported():
+    engine = ContextEngine(counter=HEURISTIC, task_status=lambda turn: f"Task status: ACTIVE\nGoal: {turn.query}")
+    built = engine.build_sync("find the cheapest flight", budget=1000)
+    assert "Task status: ACTIVE" in built.messages[-1].text
+
+    def broken(turn):
+        raise RuntimeError("tracker down")
+
+    engine = ContextEngine(counter=HEURISTIC, task_status=broken)
+    built = engine.build_sync("hi", budget=1000)
+    assert any("tracker down" in w for w in built.report.warnings)
+    assert built.messages[-1].text.startswith("<current_goal>")

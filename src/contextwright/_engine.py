@@ -73,6 +73,7 @@ class _Layout:
     grant: dict[str, int] = field(default_factory=dict)
     protected_by: dict[str, int] = field(default_factory=dict)  # protected tokens per section
     breakpoints: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -104,6 +105,8 @@ class ContextEngine:
     the encoding files are installed, else the heuristic. ``budget`` may be a
     `Budget`, an int (input tokens), or None to take the model's window.
     ``max_message_tokens`` shortens longer history messages in the prompt only.
+    ``task_status`` returns the active task's status for a turn (e.g.
+    ``ActiveTaskTracker.status_summary``); it is restated with the goal at the end.
     """
 
     def __init__(
@@ -123,6 +126,7 @@ class ContextEngine:
         overhead: MessageOverhead = DEFAULT_OVERHEAD,
         clock: Callable[[], float] = time.time,
         templates: dict[str, str] | None = None,
+        task_status: Callable[[Turn], str] | None = None,
     ) -> None:
         if not isinstance(system_prompt, str):
             raise ConfigError("system_prompt must be a string")
@@ -155,6 +159,7 @@ class ContextEngine:
         self.overhead = overhead
         self.clock = clock
         self.templates = templates
+        self.task_status = task_status
         self._shortened = ShortenCache()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._turn_count: tuple[int, Message, int] | None = None
@@ -485,7 +490,7 @@ class ContextEngine:
         rest -= used + (opener if used else 0)
 
         # The other sections share what is left by their target shares.
-        lay.goal = self._goal(turn, t) if self.restate_goal else None
+        lay.goal = self._goal(turn, t, lay.warnings) if self.restate_goal else None
         lay.goal_cost = count_message(counter, lay.goal, ov) if lay.goal else 0
         lay.summary_full = self._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
         frame = 0 if lay.tail_p0 or not tail_rest else tail_frame
@@ -553,12 +558,22 @@ class ContextEngine:
         used["input"] = lay.goal_cost if lay.goal_in else 0
         return used
 
-    def _goal(self, turn: Turn, t: dict[str, str]) -> Message:
+    def _goal(self, turn: Turn, t: dict[str, str], warnings: list[str]) -> Message:
         """The instruction-pinning message (seed 001 §6): the goal, restated at the end."""
         text = " ".join(turn.query.split())
         if len(text) > self.goal_chars:
             text = text[: self.goal_chars] + "…"
-        goal = Block("current_goal", t["goal.text"].format(goal=text), Priority.P1)
+        body = t["goal.text"].format(goal=text)
+        if self.task_status is not None:
+            # seed 001 §6 / seed 002 #7: the active task's status rides with the goal
+            try:
+                status = self.task_status(turn)
+            except Exception as exc:  # a broken hook must not break the build
+                status = ""
+                warnings.append(f"task_status failed: {type(exc).__name__}: {exc}")
+            if status:
+                body = f"{body}\n\n{status}"
+        goal = Block("current_goal", body, Priority.P1)
         return Message.system(render_block(goal))
 
     def _assemble(
@@ -736,6 +751,7 @@ class ContextEngine:
         report.blocks[:0] = lines[:1] if self.system_prompt else []
         report.blocks.extend(lines[1:] if self.system_prompt else lines)
         report.protected_tokens = lay.protected
+        report.warnings.extend(lay.warnings)
         report.history_messages = len(window)
         report.history_units = win.units
         report.history_total = len(history)
