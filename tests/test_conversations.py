@@ -161,18 +161,30 @@ def test_hard_threshold_compacts_before_the_build_returns(tmp_path):
 
 def test_preview_writes_nothing(convs):
     convs.append_sync("c", thread(40), tenant="t", user="u")
+    convs.wait_idle_sync()  # a bulk append schedules a background summary
+    convs.append_sync("c", thread(3), tenant="t", user="u")
+    convs.wait_idle_sync()
     before = (convs.store.summaries("c", tenant="t"), convs.store.compactions("c", tenant="t"))
     result = convs.compact_sync("c", tenant="t", user="u", preview=True)
     assert not result.applied
     assert result.tokens_after_compaction < result.tokens_before_compaction
-    assert (
-        convs.store.summaries("c", tenant="t"),
-        convs.store.compactions("c", tenant="t"),
-    ) == before
+    assert (convs.store.summaries("c", tenant="t"), convs.store.compactions("c", tenant="t")) == before
     applied = convs.compact_sync("c", tenant="t", user="u")
     assert applied.applied
-    assert applied.summary_version == 1
-    assert len(convs.store.read("c", tenant="t")) == len(thread(40))
+    assert applied.summary_version == len(before[0]) + 1
+    assert len(convs.store.read("c", tenant="t")) == len(thread(40)) + len(thread(3))
+
+
+def test_bulk_append_summarises_in_the_background(convs):
+    convs.append_sync("c", thread(200), tenant="t", user="u")
+    convs.wait_idle_sync()
+    summary = convs.store.latest_summary("c", tenant="t")
+    assert summary is not None
+    assert summary.meta["covered_tokens"] > 0
+    t0 = time.perf_counter()
+    built = convs.build_sync("c", "next?", tenant="t", user="u")
+    assert time.perf_counter() - t0 < 1.0
+    assert built.report.compaction["urgency"] in ("none", "soft")
 
 
 def test_memory_flush_hook_sees_what_leaves_the_prompt(tmp_path):
@@ -185,11 +197,13 @@ def test_memory_flush_hook_sees_what_leaves_the_prompt(tmp_path):
     engine = ContextEngine(counter=H, budget=3000)
     convs = Conversations(engine, SQLiteStore(tmp_path / "f.db"), memory_flush=flush)
     convs.append_sync("c", thread(30), tenant="t", user="u")
+    convs.wait_idle_sync()  # the bulk append's background summary flushes too
     result = convs.compact_sync("c", tenant="t", user="u")
     assert seen
-    assert seen[0][:3] == ("t", "u", "c")
-    assert seen[0][3] == list(range(1, result.upto_seq + 1))
-    assert result.flushed_memories == result.upto_seq
+    assert all(s[:3] == ("t", "u", "c") for s in seen)
+    flushed = [seq for s in seen for seq in s[3]]
+    assert flushed == list(range(1, result.upto_seq + 1))  # every message once, in order
+    assert result.flushed_memories == len(seen[-1][3])
     convs.close()
 
 

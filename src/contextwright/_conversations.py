@@ -40,7 +40,7 @@ from ._engine import ContextEngine
 from ._errors import InvalidMessageError, UserError
 from ._messages import Message, ToolResultPart
 from ._receipt import BuiltContext
-from ._tokens import count_message
+from ._tokens import DEFAULT_OVERHEAD, count_message
 from .history import (
     CompactionCheck,
     CompactionConfig,
@@ -73,6 +73,8 @@ class _Tail:
     tokens: int = 0  # sum of the prompt costs of ``messages``
     last_seq: int = 0  # newest seq this process has seen
     user_turns: int = 0
+    total_tokens: int = 0  # stored prompt cost of the whole conversation (running sum)
+    covered_tokens: int = 0  # of that, what the summary covers
     summary: Summary | None = None
     # Background summaries adopt their result from another thread.
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -84,6 +86,10 @@ class _Tail:
     @property
     def boundary(self) -> int:
         return self.summary.upto_seq if self.summary else 0
+
+    @property
+    def unsummarized_tokens(self) -> int:
+        return max(0, self.total_tokens - self.covered_tokens)
 
 
 class _Background:
@@ -154,7 +160,7 @@ class Conversations:
         self._bg = _Background()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
-        self._summarising: set[tuple[str, str]] = set()
+        self._jobs: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
         self._extra = [RecallSource(store=self.db)] if recall else []
 
     # -- writing ---------------------------------------------------------------------
@@ -225,6 +231,12 @@ class Conversations:
             # the common case: nobody else wrote in between, so the tail just grows
             for saved, (view, _), cost in zip(stored, views, tokens, strict=True):
                 self._push(tail, view.replace(seq=saved.seq), cost)
+        if len(stored) >= self.compaction.summary_message_threshold:
+            # a bulk import: summarise what is outside the window now, in the
+            # background, so the first build does not have to
+            tail = await self._tail(conversation, tenant)
+            if self._check(tail, None).summary_due:
+                self._schedule(conversation, tenant, user, routine=True)
         return stored
 
     def _push(self, tail: _Tail, message: Message, cost: int) -> None:
@@ -233,6 +245,8 @@ class Conversations:
         with tail.lock:
             tail.messages.append(message)
             tail.tokens += cost
+            if (message.seq or 0) > tail.last_seq:
+                tail.total_tokens += cost
             tail.last_seq = max(tail.last_seq, message.seq or 0)
             if message.role == "user":
                 tail.user_turns += 1
@@ -257,24 +271,45 @@ class Conversations:
                     conversation, tenant=tenant, max_tokens=2 * self.window_tokens,
                     after_seq=tail.boundary, counter=self.engine.counter.name,
                 )  # fmt: skip
-                everything = await self.db.read(conversation, tenant=tenant, upto_seq=info.last_seq)
-                before = sum(1 for m in everything if m.role == "user")
-                before -= sum(1 for m in msgs if m.role == "user")
+                users = await self.db.count_messages(conversation, tenant=tenant, role="user")
+                before = users - sum(1 for m in msgs if m.role == "user")
+                covered = await self._covered_tokens(
+                    conversation, tenant, tail.summary, info.token_total
+                )
                 self._absorb(tail, msgs)
                 with tail.lock:
                     tail.user_turns += before
                     tail.last_seq = info.last_seq
+                    tail.total_tokens = info.token_total
+                    tail.covered_tokens = covered
             self._tails[key] = tail
             return tail
         if info is not None and info.last_seq > tail.last_seq:
+            # another process wrote: take its messages and any newer summary
             new = await self.db.read(conversation, tenant=tenant, after_seq=tail.last_seq)
             self._absorb(tail, new)
+            with tail.lock:
+                tail.total_tokens = info.token_total
             latest = await self.db.latest_summary(conversation, tenant=tenant)
             if latest is not None and (
                 tail.summary is None or latest.version != tail.summary.version
             ):
                 self._apply_summary(tail, latest)
         return tail
+
+    async def _covered_tokens(
+        self, conversation: str, tenant: str, summary: Summary | None, total: int
+    ) -> int:
+        """Stored tokens of the messages a summary covers (recorded with it in its meta)."""
+        if summary is None:
+            return 0
+        recorded = summary.meta.get("covered_tokens")
+        if isinstance(recorded, int):
+            return recorded
+        _, after = await self.db.token_total(
+            conversation, tenant=tenant, after_seq=summary.upto_seq
+        )
+        return max(0, total - after)
 
     def _absorb(self, tail: _Tail, messages: Sequence[Message]) -> None:
         counter, ov = self.engine.counter, self.engine.overhead
@@ -289,6 +324,9 @@ class Conversations:
             if tail.summary is not None and tail.summary.version >= summary.version:
                 return
             tail.summary = summary
+            recorded = summary.meta.get("covered_tokens")
+            if isinstance(recorded, int):
+                tail.covered_tokens = recorded
             while tail.messages and (tail.messages[0].seq or 0) <= summary.upto_seq:
                 old = tail.messages.popleft()
                 tail.tokens -= count_message(counter, old, ov)
@@ -313,14 +351,29 @@ class Conversations:
         tail = await self._tail(conversation, tenant)
         urgency = self._check(tail, budget)
         compacted: CompactionResult | None = None
+        running = self._jobs.get((tenant, conversation))
+        if urgency.urgency in ("hard", "emergency") and running is not None:
+            await asyncio.wrap_future(running)  # the same work is already under way
+            urgency = self._check(tail, budget)
         if urgency.urgency in ("hard", "emergency"):
             compacted = await self._compact(conversation, tenant, user, tail, urgency, wait=True)
         history, turns, summary_rec = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
-        built = await self.engine.build(
-            current, history=history, budget=budget, summary=summary, tenant=tenant,
-            user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
-        )  # fmt: skip
+        # The new message is stored while the context is built (the store works on
+        # its own thread), so a turn pays for one of the two, not both.
+        storing = (
+            asyncio.ensure_future(self.append(conversation, [current], tenant=tenant, user=user))
+            if store_message
+            else None
+        )
+        try:
+            built = await self.engine.build(
+                current, history=history, budget=budget, summary=summary, tenant=tenant,
+                user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
+            )  # fmt: skip
+        finally:
+            if storing is not None:
+                await storing
         built.report.compaction = {
             "urgency": urgency.urgency,
             "live_tokens": urgency.current_tokens,
@@ -331,27 +384,32 @@ class Conversations:
                 tokens_before=compacted.tokens_before_compaction,
                 tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
             )  # fmt: skip
-        if store_message:
-            await self.append(conversation, [current], tenant=tenant, user=user)
         if urgency.summary_due or urgency.urgency == "soft":
             self._schedule(conversation, tenant, user, routine=urgency.urgency == "none")
         return built
 
     def _check(self, tail: _Tail, budget: Budget | int | None) -> CompactionCheck:
+        """How big the live conversation is (summary + everything after it), O(tail).
+
+        No emergency zone here: the window already keeps every build within its
+        budget; the zone (seed 000 §6.2) is for callers who send whole histories.
+        """
         messages, _, summary = tail.snapshot()
         summary_tokens = summary.tokens if summary else 0
+        unsummarized = tail.unsummarized_tokens
         window = self._window_allowance(budget)
-        outside = max(0, tail.tokens - window)
+        outside = max(0, unsummarized - window)
         outside_msgs = 0
         acc = 0
         for m in reversed(messages):
             acc += count_message(self.engine.counter, m, self.engine.overhead)
             if acc > window:
                 outside_msgs += 1
-        limit = self._budget_tokens(budget)
+        if unsummarized > tail.tokens:  # older unsummarised messages than the tail holds
+            outside_msgs = max(outside_msgs, self.compaction.summary_message_threshold)
         return check(
-            self.compaction, live_tokens=summary_tokens + tail.tokens,
-            unsummarized_messages=outside_msgs, unsummarized_tokens=outside, budget=limit,
+            self.compaction, live_tokens=summary_tokens + unsummarized,
+            unsummarized_messages=outside_msgs, unsummarized_tokens=outside,
         )  # fmt: skip
 
     def _budget_tokens(self, budget: Budget | int | None) -> int | None:
@@ -369,10 +427,10 @@ class Conversations:
     # -- summaries and compaction --------------------------------------------------------
 
     def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
+        """Summarise in the background, once per conversation at a time."""
         key = (tenant, conversation)
-        if key in self._summarising:
+        if key in self._jobs:
             return
-        self._summarising.add(key)
         tail = self._tails[key]
 
         async def job() -> None:
@@ -381,9 +439,9 @@ class Conversations:
                     conversation, tenant, user, tail, None, wait=False, routine=routine
                 )
             finally:
-                self._summarising.discard(key)
+                self._jobs.pop(key, None)
 
-        self._bg.submit(job())
+        self._jobs[key] = self._bg.submit(job())
 
     async def _compact(
         self, conversation: str, tenant: str, user: str, tail: _Tail, urgency: CompactionCheck | None,
@@ -391,12 +449,11 @@ class Conversations:
         explicit: bool = False,
     ) -> CompactionResult:  # fmt: skip
         """Summarise early turns into a new summary version and log it."""
-        counter, ov = self.engine.counter, self.engine.overhead
+        counter = self.engine.counter
         before_summary = tail.summary
         after = before_summary.upto_seq if before_summary else 0
         stored = await self.db.read(conversation, tenant=tenant, after_seq=after)
-        views = [self._view(m)[0] for m in stored]
-        costs = [count_message(counter, v, ov) for v in views]
+        costs = self._stored_costs(stored)
         summary_tokens = before_summary.tokens if before_summary else 0
         if urgency is None:
             urgency = check(
@@ -412,13 +469,17 @@ class Conversations:
                     break
                 keep += 1
             keep = max(keep, self.compaction.keep_recent_messages)
-            cut = summary_boundary(views, keep)
+            cut = summary_boundary(stored, keep)
             strategies: tuple[str, ...] = ("summarize_early_turns",) if cut else ()
             notes: tuple[str, ...] = (f"routine summary of {cut} message(s) outside the window",)
         else:
-            compressed = sum(1 for v in views if v.metadata.get("compressed_view"))
+            compressed = sum(
+                1
+                for m, c in zip(stored, costs, strict=True)
+                if m.role == "tool" and c < len(m.text) // 8
+            )
             plan = plan_compaction(
-                self.compaction, views, costs, summary_tokens=summary_tokens,
+                self.compaction, stored, costs, summary_tokens=summary_tokens,
                 compressed_tool_results=compressed, urgency=urgency.urgency, force_summary=force,
             )  # fmt: skip
             cut, strategies, notes = plan.summarize_count, plan.strategies, plan.notes
@@ -449,9 +510,9 @@ class Conversations:
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else (covered[0].seq or 1),
                 covered[-1].seq or 0, content, counter.count(content), method, self.clock(),
-                {"messages": draft.messages},
+                {"messages": draft.messages, "covered_tokens": tail.covered_tokens + sum(costs[:cut])},
             )  # fmt: skip
-        kept_views = views[cut:]
+        kept_views = [self._view(m)[0] for m in stored[cut:]]
         new_tokens = (new_summary.tokens if new_summary else summary_tokens) + sum(costs[cut:])
         before_tokens = summary_tokens + sum(costs)
         version: int | None = None
@@ -477,6 +538,15 @@ class Conversations:
             urgency.urgency, strategies, not preview and new_summary is not None, version,
             covered[-1].seq if covered else None, method, notes,
         )  # fmt: skip
+
+    def _stored_costs(self, stored: Sequence[Message]) -> list[int]:
+        """Prompt costs of stored messages: the counts stored with them, else counted now."""
+        counter, ov = self.engine.counter, self.engine.overhead
+        costs = []
+        for m in stored:
+            cost = m._token_cache.get(counter.name) if ov is DEFAULT_OVERHEAD else None
+            costs.append(cost if cost is not None else count_message(counter, self._view(m)[0], ov))
+        return costs
 
     async def compact(
         self, conversation: str, *, tenant: str = "default", user: str = "anonymous",

@@ -64,6 +64,7 @@ class _Layout:
     tail_fit: list[Decision] = field(default_factory=list)
     window: WindowResult = field(default_factory=WindowResult)
     window_messages: list[Message] = field(default_factory=list)
+    window_tokens: int = 0
     summary_text: str | None = None
     summary_full: int = 0
     goal: Message | None = None
@@ -609,8 +610,17 @@ class ContextEngine:
                 out.append(lay.goal)
             return out
 
+        # The window's messages are counted already (and cached); only the few
+        # composed messages around them need a count.
+        window_tokens = lay.window.tokens
+        window_ids = {id(m) for m in window}
+
+        def total_of(messages: list[Message]) -> int:
+            others = sum(count_message(counter, m, ov) for m in messages if id(m) not in window_ids)
+            return ov.reply_priming + window_tokens + others
+
         messages = compose()
-        total = ov.reply_priming + sum(count_message(counter, m, ov) for m in messages)
+        total = total_of(messages)
         # Token merges at the seams can differ from the sum of the parts: repair
         # until the exact total fits, least valuable first.
         while total > limit:
@@ -619,6 +629,7 @@ class ContextEngine:
                 k = 1
                 while k < len(window) and window[k].role == "tool":
                     k += 1
+                window_tokens -= sum(count_message(counter, m, ov) for m in window[:k])
                 del window[:k]
                 report.warnings.append(
                     f"dropped {k} oldest history message(s) after the final count"
@@ -642,8 +653,9 @@ class ContextEngine:
             else:
                 raise BudgetError(total, limit, [("assembled", total)])
             messages = compose()
-            total = ov.reply_priming + sum(count_message(counter, m, ov) for m in messages)
+            total = total_of(messages)
         lay.window_messages = window
+        lay.window_tokens = window_tokens
         report.used = total
         return messages
 
@@ -718,7 +730,7 @@ class ContextEngine:
                 d.status, d.tokens, d.reason, c.cached, c.tokens if d.status == "truncated" else None, c.fetch_ms,
             ))  # fmt: skip
         window, win = lay.window_messages, lay.window
-        hist_tokens = sum(count_message(counter, m, ov) for m in window)
+        hist_tokens = lay.window_tokens
         if history:
             h_status: Status = (
                 "included" if len(window) == len(history) else "truncated" if window else "dropped"

@@ -148,13 +148,13 @@ def _unit_messages(
     shortened = 0
     for i in range(unit.start, unit.end):
         m = history[i]
-        if max_message_tokens is not None:
-            short = shorten_message(m, max_message_tokens, counter, overhead, cache)
-            if short is not m:
-                shortened += 1
-                m = short
+        c = count_message(counter, m, overhead)
+        if max_message_tokens is not None and c > max_message_tokens:
+            m = shorten_message(m, max_message_tokens, counter, overhead, cache)
+            shortened += 1
+            c = count_message(counter, m, overhead)
         msgs.append(m)
-        cost += count_message(counter, m, overhead)
+        cost += c
     return msgs, cost, shortened
 
 

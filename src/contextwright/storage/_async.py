@@ -87,6 +87,7 @@ class AsyncStore:
     read = _OnWorker(Store.read)
     read_tail = _OnWorker(Store.read_tail)
     token_total = _OnWorker(Store.token_total)
+    count_messages = _OnWorker(Store.count_messages)
     message_tokens = _OnWorker(Store.message_tokens)
     set_message_tokens = _OnWorker(Store.set_message_tokens)
     save_summary = _OnWorker(Store.save_summary)

@@ -208,6 +208,8 @@ class Store(Protocol):
         self, conversation: str, *, tenant: str, after_seq: int = 0
     ) -> tuple[int, int]: ...
 
+    def count_messages(self, conversation: str, *, tenant: str, role: str | None = None) -> int: ...
+
     def message_tokens(
         self,
         conversation: str,

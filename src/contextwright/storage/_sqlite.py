@@ -411,6 +411,21 @@ class SQLiteStore(HistoryTables):
                 ).fetchone()
         return (0, 0) if row is None else (row[0], row[1])
 
+    def count_messages(self, conversation: str, *, tenant: str, role: str | None = None) -> int:
+        """How many messages the conversation holds (of ``role``, if given)."""
+        with self._tx(False, tenant) as conn:
+            if role is None:
+                row = conn.execute(
+                    "SELECT message_count FROM conversations WHERE tenant = ? AND id = ?",
+                    (tenant, conversation),
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    f"SELECT count(*) FROM messages m {_IN_CONV} AND m.role = ?",
+                    (tenant, conversation, role),
+                ).fetchone()
+        return 0 if row is None else int(row[0])
+
     def message_tokens(
         self,
         conversation: str,
