@@ -6,9 +6,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit bench clean
 
+# CPU torch goes in first: the embeddings extra (in dev) would otherwise pull the CUDA
+# builds. These machines' pip finds the CPU wheel in its find-links; elsewhere add
+# --index-url https://download.pytorch.org/whl/cpu to that line.
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 

@@ -14,8 +14,8 @@ Stateful use keeps conversations in a store (SQLite by default) and builds by id
 
 The public API is re-exported here once; implementation lives in private modules,
 one per part of the design (messages, tokens, budget, blocks, cache, sources, …);
-`contextwright.sources`, `.adapters`, `.history`, `.storage` and `.llm` hold the
-parts' own APIs.
+`contextwright.sources`, `.adapters`, `.history`, `.memory`, `.knowledge`, `.storage`
+and `.llm` hold the parts' own APIs.
 """
 
 from ._blocks import Block, Priority, escape_content, render_block, unescape_content
@@ -34,8 +34,6 @@ from ._errors import (
     StoreError,
     UserError,
 )
-from ._knowledge import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
-from ._memory import InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
 from ._messages import (
     ImagePart,
     Message,
@@ -59,6 +57,8 @@ from ._tokens import (
     truncate_to_tokens,
 )
 from ._window import WindowResult, select_window
+from .knowledge import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
+from .memory import InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
 
 __version__ = "0.1.0"
 

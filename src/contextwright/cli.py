@@ -29,11 +29,11 @@ from ._budget import model_info
 from ._engine import ContextEngine
 from ._errors import BudgetError, ConfigError, ContextwrightError, InvalidMessageError, UserError
 from ._files import load_conversation as _load
-from ._knowledge import InMemoryKnowledgeStore
-from ._memory import InMemoryMemoryStore, Memory, Scope
 from ._messages import Message
 from ._receipt import BuiltContext
 from ._tokens import HeuristicCounter, TokenCounter, default_counter
+from .knowledge import InMemoryKnowledgeStore
+from .memory import InMemoryMemoryStore, Memory, Scope
 from .sources import ConversationState, default_sources
 
 __all__ = ["main"]

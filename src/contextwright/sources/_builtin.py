@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from .._blocks import Block, Priority
-from .._knowledge import KnowledgeStore
-from .._memory import Memory, MemoryStore, Scope
 from .._messages import ToolCallPart
+from ..knowledge import KnowledgeStore
+from ..memory import Memory, MemoryStore, Scope
 from ._base import FetchResult, SourceBase, Trigger, every_n_turns, keywords, stage
 from ._state import AgentCall, Turn
 from ._templates import templates_for
@@ -62,8 +62,10 @@ class UserMemorySource(SourceBase):
     templates: Mapping[str, str] | None = None
 
     def cache_key(self, turn: Turn) -> str:
-        # the relevant half depends on the query
-        return hashlib.blake2b(turn.query.encode(), digest_size=8).hexdigest()
+        # The relevant half depends on the query; the whole block on the user: the cache
+        # namespace is per tenant and conversation, and two users may share a conversation
+        # id (the engine's default is "default"), which must never share their memories.
+        return f"{turn.user}:" + hashlib.blake2b(turn.query.encode(), digest_size=8).hexdigest()
 
     def cache_tags(self, turn: Turn) -> Iterable[str]:
         return {f"user_memory:{turn.tenant}/{turn.user}", *self.tags}

@@ -1,0 +1,52 @@
+"""Long-term memory: scoped records, hybrid search, embeddings (DESIGN.md "memory").
+
+    store = SQLiteMemoryStore("chat.db")                  # the conversations' file
+    scope = Scope("acme", "u1")
+    store.add(scope, "我在上海工作", category="fact", importance=80, key="city")
+    store.search_sync(scope, "上海")[0].memory.content    # '我在上海工作'
+    await store.search(scope, "where does she work?", 3)  # the MemoryStore protocol
+
+- `_base` — `Scope`, `Memory`, `MemoryHit`, the async `MemoryStore` protocol the
+  user-memory source reads through, `InMemoryMemoryStore`, and the validators;
+- `_sqlite` — `SQLiteMemoryStore`: persistence in the same SQLite file as the
+  conversations, supersession, near-duplicate lookup, hybrid search;
+- `_search` — the pure part of search: terms, coverage, fusion and weighting
+  formulas, the per-scope `VectorIndex`;
+- `_embed` — the `Embedder` protocol with sentence-transformers and
+  OpenAI-compatible adapters; `_spaces` — one embedding model per index.
+"""
+
+from ._base import (
+    CATEGORIES,
+    InMemoryMemoryStore,
+    Memory,
+    MemoryHit,
+    MemoryStore,
+    Scope,
+)
+from ._embed import (
+    Embedder,
+    OpenAICompatibleEmbedder,
+    SentenceTransformerEmbedder,
+    bundled_minilm_path,
+    normalize_rows,
+)
+from ._search import SearchWeights, VectorIndex
+from ._sqlite import SQLiteMemoryStore
+
+__all__ = [
+    "CATEGORIES",
+    "Embedder",
+    "InMemoryMemoryStore",
+    "Memory",
+    "MemoryHit",
+    "MemoryStore",
+    "OpenAICompatibleEmbedder",
+    "SQLiteMemoryStore",
+    "Scope",
+    "SearchWeights",
+    "SentenceTransformerEmbedder",
+    "VectorIndex",
+    "bundled_minilm_path",
+    "normalize_rows",
+]
