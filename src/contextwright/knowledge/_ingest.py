@@ -12,8 +12,8 @@ knowing its source and its heading path (``("Guide", "Eligibility")``):
    one paragraph, blank lines and all) and paragraphs are packed greedily into
    chunks up to the limit.
 3. **Sentences.** A paragraph over the limit splits into sentences (after ``.!?``
-   and a space, or after ``。！？；``), and a sentence still over it into words (CJK:
-   characters), packed the same way.
+   and a space, or after ``。！？；``), and a sentence still over it is cut at the
+   limit, back at the last space when there is one (CJK: at any character).
 4. **Overlap.** Each chunk after the first of a section starts with the end of the
    previous one — whole sentences or paragraphs while they fit ``overlap_tokens``,
    else the tail words of the last one — so a statement cut at a boundary is still
@@ -41,7 +41,6 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])")
 _CJK_CHAR = "\u3005\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f"
-_PIECE = re.compile(f"[{_CJK_CHAR}]|[^\\s{_CJK_CHAR}]+\\s*|\\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,30 +115,23 @@ def _sections(text: str, markdown: bool) -> list[_Section]:
 
 
 def _pieces(text: str, limit: int, counter: TokenCounter) -> Iterator[str]:
-    """Cut one over-long sentence into runs of words (CJK: characters) within ``limit``."""
-    run: list[str] = []
-    spent = 0
-    for piece in _PIECE.findall(text):
-        cost = counter.count(piece)
-        if cost > limit:  # one "word" over the limit (a URL, a base64 blob): cut it up
-            if run:
-                yield "".join(run)
-                run, spent = [], 0
-            rest = piece
-            while rest:
-                head = truncate_to_tokens(rest, limit, counter, marker="")
-                if not head:
-                    head = rest[0]  # a single character over the limit: it goes alone
-                yield head
-                rest = rest[len(head) :]
-            continue
-        if run and spent + cost > limit * 0.9 and counter.count("".join([*run, piece])) > limit:
-            yield "".join(run)
-            run, spent = [], 0
-        run.append(piece)
-        spent += cost
-    if run:
-        yield "".join(run)
+    """Cut one over-long sentence into runs within ``limit``, at a space where there is one.
+
+    Each cut is `truncate_to_tokens`' binary search (a few counts), not a count per word.
+    """
+    rest = text
+    while rest.strip():
+        if counter.count(rest) <= limit:
+            yield rest
+            return
+        head = truncate_to_tokens(rest, limit, counter, marker="")
+        cut = len(head)
+        space = head.rfind(" ")
+        if space > cut // 2:  # end at a word (CJK text has no spaces and may end anywhere)
+            cut = space + 1
+        cut = max(cut, 1)  # a single character over the limit goes alone
+        yield rest[:cut]
+        rest = rest[cut:]
 
 
 def _units(paragraph: str, limit: int, counter: TokenCounter) -> list[tuple[str, str]]:
@@ -182,6 +174,51 @@ def _tail(
     return [("\n\n", tail.strip())] if tail.strip() else []
 
 
+_GLUE = 2  # what joining two units may add (a paragraph break), in the running estimate
+
+
+def _pack(
+    units: list[tuple[tuple[str, str], int]],
+    costs: list[int],
+    max_tokens: int,
+    overlap_tokens: int,
+    counter: TokenCounter,
+    *,
+    sure: float,
+) -> list[tuple[list[tuple[str, str]], int, int]]:
+    """Greedy packing: (units of a chunk, how many are not overlap, line of the first new one).
+
+    The running size is an estimate (unit counts plus glue) until it passes ``sure`` of
+    the limit; from there each step counts the joined chunk. Counting the whole chunk
+    at every step costs O(n²) counts per section; this costs about one per unit.
+    """
+    out: list[tuple[list[tuple[str, str]], int, int]] = []
+    current: list[tuple[str, str]] = []
+    fresh = spent = first_line = 0
+    i = 0
+    while i < len(units):
+        (unit, line), cost = units[i], costs[i]
+        exact: int | None = None
+        if current and spent + cost + _GLUE > max_tokens * sure:
+            exact = counter.count(_join([*current, unit]))
+            if exact > max_tokens:
+                if fresh:
+                    out.append((current, fresh, first_line))
+                    current, fresh = _tail(current, overlap_tokens, counter), 0
+                    spent = counter.count(_join(current)) if current else 0
+                    continue  # the same unit again, now after the overlap
+                current, spent, exact = [], 0, None  # the overlap does not fit beside it
+        if not fresh:
+            first_line = line
+        current = [*current, unit]
+        spent = exact if exact is not None else spent + cost + _GLUE
+        fresh += 1
+        i += 1
+    if fresh:
+        out.append((current, fresh, first_line))
+    return out
+
+
 def _chunk(
     units: list[tuple[str, str]], fresh: int, line: int, source: str, section: _Section, index: int
 ) -> Chunk:
@@ -222,24 +259,11 @@ def chunk_document(
             for paragraph, line in section.paragraphs
             for u in _units(paragraph, max_tokens - overlap_tokens, counter)
         ]
-        current: list[tuple[str, str]] = []
-        fresh, first_line = (
-            0,
-            0,
-        )  # units not carried over from the previous chunk; line of the first
-        for unit, line in units:
-            candidate = [*current, unit]
-            if current and counter.count(_join(candidate)) > max_tokens:
-                if fresh:
-                    chunks.append(_chunk(current, fresh, first_line, source, section, len(chunks)))
-                    current, fresh = _tail(current, overlap_tokens, counter), 0
-                candidate = [*current, unit]
-                if current and counter.count(_join(candidate)) > max_tokens:
-                    candidate = [unit]  # the overlap does not fit beside this unit
-            if not fresh:
-                first_line = line
-            current = candidate
-            fresh += 1
-        if fresh:
-            chunks.append(_chunk(current, fresh, first_line, source, section, len(chunks)))
+        costs = [counter.count(text) for (_, text), _ in units]
+        packed = _pack(units, costs, max_tokens, overlap_tokens, counter, sure=0.85)
+        if any(counter.count(_join(c)) > max_tokens for c, _, _ in packed):
+            # the estimate undercounted somewhere (counts are not additive): count every step
+            packed = _pack(units, costs, max_tokens, overlap_tokens, counter, sure=0.0)
+        for content, fresh, line in packed:
+            chunks.append(_chunk(content, fresh, line, source, section, len(chunks)))
     return chunks
