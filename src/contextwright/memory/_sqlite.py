@@ -34,9 +34,9 @@ Design (the tables: ``storage/_migrations.py`` ``m002_memory``; the scores:
 The writes live in ``_writes.py`` (a mixin), the row helpers in ``_rows.py``.
 
 Measured on the development machine (2 cores, SQLite 3.40; ``bench/bench_memory.py``)
-with 100,000 memories in one scope: ``search_sync`` p50 2.9 ms / p95 3.7 ms lexical,
-5.0 / 5.8 ms hybrid with 384-d vectors (the model's query embedding not included:
-MiniLM adds about 12 ms); the first search of a scope loads its vectors (about 1 s
+with 100,000 memories in one scope: ``search_sync`` p50 2.7-2.9 ms / p95 3.5-3.7 ms
+lexical, 5.0 / 5.8-6.0 ms hybrid with 384-d vectors (the model's query embedding not included:
+MiniLM adds about 11 ms); the first search of a scope loads its vectors (0.8-1 s
 at 100,000); ``add_many`` stores 17,000-27,000 memories/s, 10,000-15,000/s with
 vectors.
 """
