@@ -22,6 +22,7 @@ from ._compaction import (
 from ._recall import RecallSource, SearchesMessages
 from ._summary import LLMSummarizer, RuleSummarizer, Summarizer, SummaryDraft
 from ._summary_format import RuleSummary, detect_locale
+from ._task import ActiveTask, ActiveTaskSource, ActiveTaskTracker, TaskStatus, TaskStep
 from ._tools import (
     READBACK_TOOL,
     Compression,
@@ -34,6 +35,9 @@ from ._tools import (
 __all__ = [
     "PRESETS",
     "READBACK_TOOL",
+    "ActiveTask",
+    "ActiveTaskSource",
+    "ActiveTaskTracker",
     "CompactionCheck",
     "CompactionConfig",
     "CompactionPlan",
@@ -46,6 +50,8 @@ __all__ = [
     "SearchesMessages",
     "Summarizer",
     "SummaryDraft",
+    "TaskStatus",
+    "TaskStep",
     "ToolPolicy",
     "ToolResultCompressor",
     "Urgency",

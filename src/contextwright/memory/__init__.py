@@ -31,22 +31,34 @@ from ._embed import (
     bundled_minilm_path,
     normalize_rows,
 )
+from ._extract import KINDS, Extracted, Extractor, LLMExtractor, RuleExtractor, dedupe_key
 from ._search import SearchWeights, VectorIndex
 from ._sqlite import SQLiteMemoryStore
+from ._writer import MemoryWriter, MemoryWriterStore, WriterStats, invalidate_user_memory
 
 __all__ = [
     "CATEGORIES",
+    "KINDS",
     "Embedder",
+    "Extracted",
+    "Extractor",
     "InMemoryMemoryStore",
+    "LLMExtractor",
     "Memory",
     "MemoryHit",
     "MemoryStore",
+    "MemoryWriter",
+    "MemoryWriterStore",
     "OpenAICompatibleEmbedder",
+    "RuleExtractor",
     "SQLiteMemoryStore",
     "Scope",
     "SearchWeights",
     "SentenceTransformerEmbedder",
     "VectorIndex",
+    "WriterStats",
     "bundled_minilm_path",
+    "dedupe_key",
+    "invalidate_user_memory",
     "normalize_rows",
 ]
