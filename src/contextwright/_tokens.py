@@ -71,7 +71,7 @@ class HeuristicCounter:
     exact = False
 
     def __init__(self) -> None:
-        self.name = "heuristic-v2"  # v2: the tuned estimator of 2026-11-21
+        self.name = "heuristic-v3"  # v3: with the word list of 2026-11-21
 
     def count(self, text: str) -> int:
         return estimate_tokens(text)
