@@ -64,8 +64,12 @@ class TokenCounter(Protocol):
 class HeuristicCounter:
     """Tokenizer-free estimate, tuned to never undercount cl100k_base or o200k_base.
 
-    It handles CJK (about one token per character or more), code and runs of
-    whitespace; see `_heuristic` and ``bench/bench_heuristic.py`` for how it measures.
+    Words found in a shipped list of 80,000 strings that are one token in both
+    encodings cost 1; other words, CJK, code, numbers and whitespace follow
+    conservative rules (see `_heuristic`). On the LoCoMo turns and the seed
+    documents it undercounts no text and over-counts by 5-10 %;
+    ``bench/bench_heuristic.py`` measures it. The list loads on first use (about
+    40 ms, 13 MB).
     """
 
     exact = False
