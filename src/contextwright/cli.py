@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import _cli_history, adapters
+from . import _cli_history, _eval, adapters
 from ._budget import model_info
 from ._engine import ContextEngine
 from ._errors import BudgetError, ConfigError, ContextwrightError, InvalidMessageError, UserError
@@ -179,6 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--query", default=None, help="the new user message (default: the file's last user message)")
     b.add_argument("--json", action="store_true")
     _cli_history.add_parsers(sub)
+    _eval.add_parsers(sub)
     return p
 
 
@@ -188,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"contextwright: error: --budget must be a positive integer, got {args.budget}", file=sys.stderr)
         return 2
     try:
+        if args.command == "eval":
+            return _eval.run(args, sys.stdout)
         if args.command in _cli_history.commands():
             _cli_history.run(args, sys.stdout)
             return 0

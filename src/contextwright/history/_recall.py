@@ -1,31 +1,81 @@
 """Recall: exact old turns relevant to the current message, back from the store.
 
 Once a turn has left the window it survives in the prompt only through the
-summary, which keeps the gist and loses the wording. `RecallSource` searches the
-conversation's stored messages (full-text, English and Chinese: the store's
-FTS5 index) for the ones that match the new message and are older than the
-history the window draws from, and offers them as a block with its own priority
-and token allowance. Each recalled turn is shown with its position, speaker and
-time, and its text as stored (escaped only where it would forge a tag).
+summary, which keeps the gist and loses the wording. `RecallSource` ranks the
+conversation's stored turns that are older than the history the window draws
+from (`TurnRanker`: full-text BM25 from the store's FTS5 index, spread to
+neighbouring turns, optional vectors, speaker and date priors — see ``_rank.py``)
+and packs the best into one block that fits its token allowance:
+
+- **Greedy by rank, within the allowance.** Turns are taken best first; one that
+  does not fit is skipped and the next is tried, so the allowance is used up by
+  whole turns. ``limit`` caps the number of turns (the default source is
+  sparing); ``fill`` also takes turns with no evidence at all, ordered by the
+  priors, when the caller gives recall most of the budget (`MEMORY_QA_SHARES`).
+  Taking cheap turns first (score per token) was tried and lost recall: the
+  turns that answer questions are longer than average.
+- **Compact rendering.** Turns are grouped under one date line per day, each as
+  ``speaker: text`` — the speaker is the message's name, else its role; the text
+  is verbatim (escaped only where it would forge a tag). A date line costs about
+  six tokens once per day instead of on every turn. Within a day the turns keep
+  their order; the days come most relevant first, so that if the engine has to
+  cut the block (from the end), the least relevant day goes.
+- **Counted exactly.** With a ``counter`` (give it the engine's: its caching
+  counter then serves the engine's own count of the block) every line is counted
+  once with its line break and cached on the turn, the packed block is counted
+  once as a whole, and turns are added (the estimate was high) or dropped (it
+  was low) to match. The allowance is net of the frame the engine puts around
+  dynamic blocks. Without a counter a conservative heuristic stands in.
+
+The in-process turn index of each conversation is read from the store once and
+then extended with what is new (``read(after_seq=…)``, only when the history
+shows newer messages); `prepare` does that ahead of time, which matters with an
+embedder, whose first batch takes a while (MiniLM: about 6 ms a turn on CPU).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .._blocks import Block, Priority
+from .._blocks import Block, Priority, escape_content, render_block
+from .._fit import JOIN_TOKENS
+from .._messages import Message
+from .._tokens import DEFAULT_OVERHEAD, HeuristicCounter, TokenCounter
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
+from ..sources._templates import templates_for
 from ..storage import SearchHit
+from ._rank import IndexedTurn, TurnIndex, TurnRanker, analyse
 
-__all__ = ["RecallSource", "SearchesMessages"]
+__all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
+
+# Budget shares for assistants that answer questions about a long past
+# (`Budget(total, shares=MEMORY_QA_SHARES)`): recalled turns get most of what the
+# protected zone leaves. The recent window keeps a little, for continuity, and
+# whatever recall leaves. The summary only gets what is left: verbatim turns
+# answer questions, a gist rarely does (on LoCoMo, 3% for the summary and 8% for
+# the window instead of 0% and 3% cost 3 points of recall at 1,000 tokens). "system" is the target of static blocks
+# (profiles, pinned memory); as it is no claim on the rest, it also keeps the
+# fetch allowance (retrieved share x whole budget) below the retrieved section's
+# grant (its share of the budget less the protected zone), so that a recall
+# block packed to its allowance is not cut while system prompt and question
+# stay under 5% of the budget.
+MEMORY_QA_SHARES: Mapping[Any, float] = {
+    "system": 0.05,
+    "summary": 0.0,
+    "retrieved": 0.92,
+    "recent": 0.03,
+    "input": 0.0,
+}
 
 
 class SearchesMessages(Protocol):
-    """What recall needs from a store: `AsyncStore.search`."""
+    """What recall needs from a store: `AsyncStore.search`, and `AsyncStore.read` to index turns."""
 
     def search(
         self,
@@ -38,40 +88,291 @@ class SearchesMessages(Protocol):
         roles: Sequence[str] = ("user", "assistant"),
     ) -> Awaitable[list[SearchHit]]: ...
 
+    def read(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, limit: int | None = None
+    ) -> Awaitable[list[Message]]: ...
+
 
 _HEADER = {
-    "en": "Earlier turns of this conversation that match the current message (verbatim):",
-    "zh": "本次对话中与当前消息相关的较早原话:",
+    "en": "Earlier turns of this conversation related to the current message (verbatim; most relevant days first):",
+    "zh": "本次对话中与当前消息相关的较早原话(按日期分组,最相关的在前):",
 }
 
 
 @dataclass
 class RecallSource(SourceBase):
-    """Stored turns older than the window that match the query, best first."""
+    """Stored turns older than the window that bear on the message, packed to the allowance.
+
+    ``store`` is an `AsyncStore` (``search``, and ``read`` for the turn index).
+    ``limit`` is the most turns shown (None: as many as fit). ``min_score`` drops
+    full-text hits scoring below it. ``ranker`` orders the turns (give it an
+    embedder for vector evidence). ``counter`` makes packing exact. ``fill``
+    takes turns without any match too. ``search_limit`` bounds the full-text hits
+    considered per message; ``max_conversations`` the turn indexes kept in memory.
+    """
 
     store: Any = None  # SearchesMessages
-    limit: int = 6
+    limit: int | None = 6
     min_score: float = 0.0
     name: str = "recalled_turns"
     priority: int = Priority.P1
     deadline: float = 0.5
+    counter: TokenCounter | None = None
+    ranker: TurnRanker = field(default_factory=TurnRanker)
+    fill: bool = False
+    search_limit: int = 500
+    session_gap: float = 3600.0
+    max_conversations: int = 16
+
+    def __post_init__(self) -> None:
+        self._indexes: OrderedDict[tuple[str, str], TurnIndex] = OrderedDict()
+        self._loading: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self._embed_lock = threading.Lock()
+        self._costs: dict[tuple[str, str], int] = {}
+
+    @classmethod
+    def for_memory_qa(
+        cls, store: Any, *, counter: TokenCounter | None = None, embedder: Any = None, **kw: Any
+    ) -> RecallSource:
+        """The recall of the memory-QA configuration: as many turns as fit, exact packing.
+
+        Pair it with ``Budget(total, shares=MEMORY_QA_SHARES)`` and an engine
+        without the goal restatement (``contextwright._eval.memory_qa_engine``
+        does both).
+        """
+        kw.setdefault("deadline", 2.0)  # a first call may have to index the conversation
+        return cls(store=store, limit=None, fill=True, counter=counter,
+                   ranker=TurnRanker(embedder=embedder), **kw)  # fmt: skip
+
+    # -- the turn index ------------------------------------------------------------------
+
+    async def prepare(
+        self, conversation: str, *, tenant: str = "default", locale: str = "en"
+    ) -> TurnIndex:
+        """Bring the conversation's turn index up to date now (and embed new turns)."""
+        return await self._refresh(conversation, tenant, locale)
+
+    async def _refresh(
+        self, conversation: str, tenant: str, locale: str = "en", newest: int | None = None
+    ) -> TurnIndex:
+        """The conversation's turn index, extended with what the store has beyond it.
+
+        ``newest`` is the newest sequence number the caller knows of (the end of
+        the history it was given): when the index already has it, the store is
+        not asked.
+        """
+        key = (tenant, conversation)
+        index = self._indexes.get(key)
+        if index is None:
+            index = self._indexes[key] = TurnIndex(self.session_gap, locale)
+            while len(self._indexes) > self.max_conversations:
+                gone, _ = self._indexes.popitem(last=False)
+                self._loading.pop(gone, None)
+        else:
+            self._indexes.move_to_end(key)
+        stale = newest is None or newest > index.last_seq
+        unembedded = self.ranker.embedder is not None and (
+            index.vectors is None or len(index.vectors) < len(index)
+        )
+        if stale or unembedded:
+            # Shielded: a fetch that runs out of time stops waiting, but the
+            # reading (and embedding) goes on, and the next fetch finds it done
+            # or joins it, instead of starting over.
+            task = self._loading.get(key)
+            if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+                task = asyncio.ensure_future(self._load(index, conversation, tenant))
+                self._loading[key] = task
+            await asyncio.shield(task)
+        return index
+
+    async def _load(self, index: TurnIndex, conversation: str, tenant: str) -> None:
+        while True:  # in pages, so that a very long conversation is indexed step by step
+            new: list[Message] = await self.store.read(
+                conversation, tenant=tenant, after_seq=index.last_seq, limit=_PAGE
+            )
+            index.add(new)
+            if len(new) < _PAGE:
+                break
+        if self.ranker.embedder is not None and (
+            index.vectors is None or len(index.vectors) < len(index)
+        ):
+            await asyncio.to_thread(self._embed, index)
+
+    def _embed(self, index: TurnIndex) -> None:
+        with self._embed_lock:  # one batch at a time: rows must line up with turns
+            self.ranker.embed_new(index)
+
+    # -- fetch ---------------------------------------------------------------------------
 
     async def fetch(self, turn: Turn, allowance: int) -> FetchResult:
         if self.store is None or not turn.query.strip():
             return None
         oldest = next((m.seq for m in turn.history if m.seq is not None), None)
-        hits = await self.store.search(
-            turn.conversation, turn.query, tenant=turn.tenant, limit=self.limit, before_seq=oldest
-        )
-        hits = [h for h in hits if h.score >= self.min_score]
-        if not hits:
+        newest = turn.history[-1].seq if turn.history else None
+        index = await self._refresh(turn.conversation, turn.tenant, turn.locale, newest)
+        n = index.count_before(oldest)
+        if n == 0:
             return None
-        lines = [_HEADER.get(turn.locale[:2], _HEADER["en"])]
-        for h in sorted(hits, key=lambda h: h.message.seq or 0):
-            m = h.message
-            when = ""
-            if m.created_at is not None:
-                when = " · " + time.strftime("%Y-%m-%d %H:%M", time.gmtime(m.created_at))
-            lines.append(f"[#{m.seq} · {m.role}{when}] {m.text}")
-        seqs = ",".join(str(h.message.seq) for h in hits)
-        return Block(self.name, "\n".join(lines), self.priority, provenance=f"store:{seqs}")
+        analysis = analyse(turn.query, index.speakers)
+        # The message's vector is computed on a worker thread while the store searches.
+        vector: asyncio.Future[Any] | None = None
+        if self.ranker.embedder is not None and index.vectors is not None:
+            vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
+        hits: list[SearchHit] = []
+        try:
+            if analysis.text.strip():
+                hits = await self.store.search(
+                    turn.conversation, analysis.text, tenant=turn.tenant,
+                    limit=self.search_limit, before_seq=oldest,
+                )  # fmt: skip
+            query_vector = await vector if vector is not None else None
+        finally:
+            if vector is not None and not vector.done():
+                vector.cancel()
+        scores = {
+            h.message.seq: h.score
+            for h in hits
+            if h.message.seq is not None and h.score >= self.min_score
+        }
+        ranked = self.ranker.rank(
+            index, analysis, scores, n, query_vector=query_vector, fill=self.fill
+        )
+        more = self.ranker.feedback_query(index, analysis, ranked) if scores else None
+        if more:
+            second = await self.store.search(
+                turn.conversation, more, tenant=turn.tenant, limit=self.search_limit,
+                before_seq=oldest,
+            )  # fmt: skip
+            feedback = {h.message.seq: h.score for h in second if h.message.seq is not None}
+            ranked = self.ranker.rank(index, analysis, scores, n, feedback=feedback, fill=self.fill)
+        # The engine puts dynamic blocks in one system message under its own
+        # header; that frame comes out of the same section grant as this block.
+        tail = templates_for(turn.locale)["tail.header"]
+        counter = self.counter or _HEURISTIC
+        frame = DEFAULT_OVERHEAD.per_message + self._cost(counter, tail) + JOIN_TOKENS
+        return self._block(index, ranked, allowance - frame)
+
+    # -- packing and rendering -------------------------------------------------------------
+
+    def _block(
+        self, index: TurnIndex, ranked: list[tuple[int, float]], allowance: int
+    ) -> Block | None:
+        """The best turns that fit ``allowance``, as one block (see the module docstring)."""
+        counter = self.counter or _HEURISTIC
+        header = _HEADER["zh" if index.locale.startswith("zh") else "en"]
+        frame = self._cost(counter, render_block(Block(self.name, header))) + JOIN_TOKENS
+        pack = _Packing(index, ranked, counter, self, self.limit)
+        pack.fill(allowance - frame)
+        for attempt in range(3):
+            if not pack.taken:
+                return None
+            block = pack.block(self.name, header, self.priority)
+            # One exact count of the whole; with the engine's caching counter, the
+            # engine's own count of this block is then a cache hit.
+            spare = allowance - counter.count(render_block(block)) - JOIN_TOKENS
+            if spare < 0:
+                pack.drop(-spare)  # merges at the seams went the other way: rare
+            elif not (spare >= _SMALLEST_LINE and attempt < 2 and pack.fill(spare)):
+                return block
+        # still unverified after a last change: the engine truncates if it must
+        return pack.block(self.name, header, self.priority) if pack.taken else None
+
+    def _cost(self, counter: TokenCounter, text: str) -> int:
+        """Counts of small repeated strings (header, date lines), memoised."""
+        key = (counter.name, text)
+        cost = self._costs.get(key)
+        if cost is None:
+            if len(self._costs) > 4096:
+                self._costs.clear()
+            cost = self._costs[key] = counter.count(text)
+        return cost
+
+
+class _Packing:
+    """Greedy packing of ranked turns into a token allowance, resumable.
+
+    Each turn costs its line (counted with its line break, cached on the turn),
+    plus a date line the first time its day appears.
+    """
+
+    def __init__(
+        self, index: TurnIndex, ranked: list[tuple[int, float]], counter: TokenCounter,
+        source: RecallSource, limit: int | None,
+    ) -> None:  # fmt: skip
+        self.index, self.ranked, self.counter, self.source = index, ranked, counter, source
+        self.cap = len(ranked) if limit is None else limit
+        self.next = 0  # the first ranked turn not yet considered
+        self.taken: list[IndexedTurn] = []
+        self.days: dict[str, int] = {}
+
+    def cost(self, t: IndexedTurn) -> int:
+        cost = _line_cost(t, self.counter)
+        if t.day and t.day not in self.days:
+            cost += self.source._cost(self.counter, t.day + ":\n")
+        return cost
+
+    def fill(self, left: int) -> bool:
+        """Take the next turns that fit ``left`` tokens; whether any was taken."""
+        before = len(self.taken)
+        while self.next < len(self.ranked) and len(self.taken) < self.cap:
+            if left < _SMALLEST_LINE:
+                break
+            t = self.index.turns[self.ranked[self.next][0]]
+            self.next += 1
+            cost = self.cost(t)
+            if cost <= left:
+                left -= cost
+                self.taken.append(t)
+                self.days[t.day] = self.days.get(t.day, 0) + 1
+        return len(self.taken) > before
+
+    def drop(self, excess: int) -> None:
+        """Remove the weakest turns until about ``excess`` tokens are freed."""
+        while excess > 0 and self.taken:
+            t = self.taken.pop()
+            self.days[t.day] -= 1
+            if not self.days[t.day]:
+                del self.days[t.day]
+            excess -= self.cost(t)
+        self.next = len(self.ranked)  # what was dropped must not come back
+
+    def block(self, name: str, header: str, priority: int) -> Block:
+        seqs = ",".join(str(t.seq) for t in self.taken)
+        return Block(name, _render(header, self.taken), priority, provenance=f"store:{seqs}")
+
+
+_HEURISTIC = HeuristicCounter()
+
+
+_SMALLEST_LINE = 4  # "x: y" and its line break
+_PAGE = 5000  # messages read from the store at a time
+
+
+def _line(t: IndexedTurn) -> str:
+    return f"{t.speaker}: {t.text}"
+
+
+def _line_cost(t: IndexedTurn, counter: TokenCounter) -> int:
+    """A turn's line with its line break, as it will be escaped in the block (cached)."""
+    cost = t.costs.get(counter.name)
+    if cost is None:
+        cost = t.costs[counter.name] = counter.count(escape_content(_line(t)) + "\n")
+    return cost
+
+
+def _render(header: str, turns: list[IndexedTurn]) -> str:
+    """The block's content: the header, then the turns grouped by day.
+
+    ``turns`` come best first. Within a day the turns are in conversation order;
+    the days come in the order of their best turn, so that if the engine must
+    cut the block to fit (it cuts from the end), the least relevant day goes.
+    """
+    days: dict[str, list[IndexedTurn]] = {}
+    for t in turns:
+        days.setdefault(t.day, []).append(t)
+    lines = [header]
+    for day, group in days.items():
+        if day:
+            lines.append(day + ":")
+        lines.extend(_line(t) for t in sorted(group, key=lambda t: t.seq))
+    return "\n".join(lines)
