@@ -34,6 +34,7 @@ from ._errors import (
     StoreError,
     UserError,
 )
+from ._eval import evaluate_locomo, memory_qa_engine
 from ._messages import (
     ImagePart,
     Message,
@@ -116,7 +117,9 @@ __all__ = [
     "count_messages",
     "default_counter",
     "escape_content",
+    "evaluate_locomo",
     "group_units",
+    "memory_qa_engine",
     "model_info",
     "render_block",
     "select_window",

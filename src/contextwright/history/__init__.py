@@ -19,7 +19,8 @@ from ._compaction import (
     plan_compaction,
     summary_boundary,
 )
-from ._recall import RecallSource, SearchesMessages
+from ._rank import IndexedTurn, QueryAnalysis, RankWeights, TurnIndex, TurnRanker, analyse
+from ._recall import MEMORY_QA_SHARES, RecallSource, SearchesMessages
 from ._summary import LLMSummarizer, RuleSummarizer, Summarizer, SummaryDraft
 from ._summary_format import RuleSummary, detect_locale
 from ._task import ActiveTask, ActiveTaskSource, ActiveTaskTracker, TaskStatus, TaskStep
@@ -33,6 +34,7 @@ from ._tools import (
 )
 
 __all__ = [
+    "MEMORY_QA_SHARES",
     "PRESETS",
     "READBACK_TOOL",
     "ActiveTask",
@@ -43,7 +45,10 @@ __all__ = [
     "CompactionPlan",
     "CompactionResult",
     "Compression",
+    "IndexedTurn",
     "LLMSummarizer",
+    "QueryAnalysis",
+    "RankWeights",
     "RecallSource",
     "RuleSummarizer",
     "RuleSummary",
@@ -54,7 +59,10 @@ __all__ = [
     "TaskStep",
     "ToolPolicy",
     "ToolResultCompressor",
+    "TurnIndex",
+    "TurnRanker",
     "Urgency",
+    "analyse",
     "check",
     "detect_locale",
     "plan_compaction",
