@@ -45,10 +45,12 @@ from .history import (
     CompactionCheck,
     CompactionConfig,
     CompactionResult,
+    RankWeights,
     RecallSource,
     RuleSummarizer,
     Summarizer,
     ToolResultCompressor,
+    TurnRanker,
     check,
     plan_compaction,
     readback_page,
@@ -161,7 +163,11 @@ class Conversations:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
         self._jobs: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
-        self._extra = [RecallSource(store=self.db)] if recall else []
+        # The stateful default recalls sparingly: a few dozen full-text hits and no
+        # second (feedback) search, so that a turn stays cheap; the memory-QA
+        # configuration (`RecallSource.for_memory_qa`) spends more for recall.
+        cheap = TurnRanker(RankWeights(feedback_weight=0.0))
+        self._extra = [RecallSource(store=self.db, search_limit=32, ranker=cheap)] if recall else []
 
     # -- writing ---------------------------------------------------------------------
 
