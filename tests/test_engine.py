@@ -331,3 +331,16 @@ def test_task_status_rides_with_the_goal_and_a_broken_hook_is_reported():
     built = engine.build_sync("hi", budget=1000)
     assert any("tracker down" in w for w in built.report.warnings)
     assert built.messages[-1].text.startswith("<current_goal>")
+
+
+def test_two_users_sharing_a_conversation_id_never_share_cached_blocks():
+    class PerUser(SourceBase):
+        async def fetch(self, turn, allowance):
+            return Block("profile", f"secret of {turn.user}", Priority.P1)
+
+    engine = ContextEngine(counter=HEURISTIC, sources=[PerUser(name="profile", ttl=60)])
+    a = engine.build_sync("hi", budget=500, user="alice")  # both in conversation "default"
+    b = engine.build_sync("hi", budget=500, user="bob")
+    assert "secret of alice" in a.messages[-3].text
+    assert "secret of bob" in b.messages[-3].text
+    assert "alice" not in "".join(m.text for m in b.messages)

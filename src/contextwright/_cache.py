@@ -2,7 +2,7 @@
 
 Sources whose output does not change from one message to the next (user memory
 for 60 s, knowledge for 30 s, experiences for 120 s — seed 000 §2) are served from
-here. Entries live in a *namespace* (the engine uses ``tenant/conversation``) so one
+here. Entries live in a *namespace* (the engine uses ``tenant/user/conversation``) so one
 conversation never sees another's entries; *tags* cut across namespaces, so that
 a memory write for user ``u`` can drop ``user_memory:u`` everywhere at once
 (seed 000 §8). The clock is injectable for tests.

@@ -161,5 +161,10 @@ class Turn:
 
     @property
     def namespace(self) -> str:
-        """Cache namespace: one per tenant and conversation."""
-        return f"{self.tenant}/{self.conversation}"
+        """Cache namespace: one per tenant, user and conversation.
+
+        The user is part of it because two users may share a conversation id (the
+        default is "default"): a cached block of one must never be served to the
+        other, whatever the source's own cache key says.
+        """
+        return f"{self.tenant}/{self.user}/{self.conversation}"
