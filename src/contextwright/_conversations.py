@@ -195,6 +195,34 @@ class Conversations:
         meta = {**message.metadata, "compressed_view": True}
         return message.replace(parts=tuple(parts), metadata=meta), offloads
 
+    def _prepare(
+        self, messages: Sequence[Message] | Message
+    ) -> tuple[list[Message], list[tuple[Message, list[tuple[str, str, float]]]], list[int]]:
+        """Validate, make the prompt views and count them: the pure half of an append."""
+        batch = [messages] if isinstance(messages, Message) else list(messages)
+        for i, m in enumerate(batch):
+            if not isinstance(m, Message):
+                raise InvalidMessageError(
+                    f"messages[{i}]", f"must be a Message, got {type(m).__name__}"
+                )
+        views = [self._view(m) for m in batch]
+        counter, ov = self.engine.counter, self.engine.overhead
+        return batch, views, [count_message(counter, v, ov) for v, _ in views]
+
+    def _grow_tail(
+        self,
+        conversation: str,
+        tenant: str,
+        stored: list[Message],
+        views: list[tuple[Message, list[tuple[str, str, float]]]],
+        tokens: list[int],
+    ) -> None:
+        tail = self._tails.get((tenant, conversation))
+        if tail is not None and stored and tail.last_seq == (stored[0].seq or 0) - 1:
+            # the common case: nobody else wrote in between, so the tail just grows
+            for saved, (view, _), cost in zip(stored, views, tokens, strict=True):
+                self._push(tail, view.replace(seq=saved.seq), cost)
+
     async def append(
         self,
         conversation: str,
@@ -204,23 +232,10 @@ class Conversations:
         user: str = "anonymous",
     ) -> list[Message]:
         """Store ``messages`` (oldest first); returns them with their sequence numbers."""
-        if isinstance(messages, Message):
-            messages = [messages]
-        for i, m in enumerate(messages):
-            if not isinstance(m, Message):
-                raise InvalidMessageError(
-                    f"messages[{i}]", f"must be a Message, got {type(m).__name__}"
-                )
-        views = [self._view(m) for m in messages]
-        counter, ov = self.engine.counter, self.engine.overhead
-        tokens = [count_message(counter, v, ov) for v, _ in views]
+        batch, views, tokens = self._prepare(messages)
+        counter = self.engine.counter.name
         stored = await self.db.append(
-            conversation,
-            list(messages),
-            tenant=tenant,
-            user=user,
-            tokens=tokens,
-            counter=counter.name,
+            conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
         )
         for _, offloads in views:
             for key, original, ttl in offloads:
@@ -232,11 +247,7 @@ class Conversations:
                     ttl=ttl,
                     meta={"kind": "tool_result"},
                 )
-        tail = self._tails.get((tenant, conversation))
-        if tail is not None and stored and tail.last_seq == (stored[0].seq or 0) - 1:
-            # the common case: nobody else wrote in between, so the tail just grows
-            for saved, (view, _), cost in zip(stored, views, tokens, strict=True):
-                self._push(tail, view.replace(seq=saved.seq), cost)
+        self._grow_tail(conversation, tenant, stored, views, tokens)
         if len(stored) >= self.compaction.summary_message_threshold:
             # a bulk import: summarise what is outside the window now, in the
             # background, so the first build does not have to
@@ -600,9 +611,41 @@ class Conversations:
             return self._loop.run_until_complete(coro)
 
     def append_sync(
-        self, conversation: str, messages: Sequence[Message], **kw: Any
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
     ) -> list[Message]:
-        return self._run(self.append(conversation, messages, **kw))
+        """`append` for code without an event loop.
+
+        A small batch goes straight to the store on the caller's thread (the store
+        is thread-safe), skipping the event loop and the worker-thread hop: that
+        hop was most of an append's cost. A bulk batch takes the async path, which
+        also schedules its background summary.
+        """
+        if isinstance(messages, Message):
+            messages = [messages]
+        if len(messages) >= self.compaction.summary_message_threshold:
+            return self._run(self.append(conversation, messages, tenant=tenant, user=user))
+        batch, views, tokens = self._prepare(messages)
+        stored = self.store.append(
+            conversation, batch, tenant=tenant, user=user, tokens=tokens,
+            counter=self.engine.counter.name,
+        )  # fmt: skip
+        for _, offloads in views:
+            for key, original, ttl in offloads:
+                self.store.put_working(
+                    conversation,
+                    key,
+                    original,
+                    tenant=tenant,
+                    ttl=ttl,
+                    meta={"kind": "tool_result"},
+                )
+        self._grow_tail(conversation, tenant, stored, views, tokens)
+        return stored
 
     def build_sync(self, conversation: str, message: str | Message, **kw: Any) -> BuiltContext:
         return self._run(self.build(conversation, message, **kw))
