@@ -23,17 +23,14 @@ seed 000 §4.5 prints.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError, StoreError
 from .._tokens import HeuristicCounter, TokenCounter
@@ -42,6 +39,7 @@ from ..memory._base import check_limit, check_score
 from ..memory._search import coverage, idf, query_units
 from ..memory._spaces import SpaceGuard, VectorCache
 from ..memory._textindex import TextIndex
+from ..memory._worker import WorkerStore
 from ..storage import SQLiteStore
 from ..storage._fts import segment
 from ._base import KnowledgeHit, Passage
@@ -50,7 +48,6 @@ from ._render import render_passages
 
 __all__ = ["KnowledgeView", "SQLiteKnowledgeStore"]
 
-R = TypeVar("R")
 _COLUMNS = "c.kid, c.source, c.idx, c.category, c.active, c.heading_path, c.meta, c.content"
 
 
@@ -70,13 +67,15 @@ def _passage(row: Sequence[Any]) -> Passage:
     return Passage(row[7], row[1], row[3], bool(row[4]), tuple(json.loads(row[5])), meta)
 
 
-class SQLiteKnowledgeStore:
+class SQLiteKnowledgeStore(WorkerStore):
     """A tenant's documents, chunked into the hybrid index (see the module docstring).
 
     ``path_or_store`` is a `SQLiteStore` to share or a path. ``embedder`` enables
     vector search (one model per file, as for memories). ``counter`` measures chunks
     when ingesting (default: the heuristic counter).
     """
+
+    thread_name = "contextwright-knowledge"
 
     def __init__(
         self,
@@ -92,23 +91,17 @@ class SQLiteKnowledgeStore:
     ) -> None:
         if not isinstance(tenant, str) or not tenant:
             raise ConfigError(f"tenant must be a non-empty string, got {tenant!r}")
-        if isinstance(path_or_store, SQLiteStore):
-            self.db, self._owns_db = path_or_store, False
-        else:
-            self.db, self._owns_db = SQLiteStore(path_or_store, clock=clock), True
+        self._open(path_or_store, clock)
         self.tenant = tenant
         self.embedder = embedder
         self.clock = clock
         self.weights = weights or SearchWeights()
         self.counter = counter or HeuristicCounter()
         self._text = TextIndex("knowledge_fts", "knowledge_chunks c", "c.kid", "knowledge_chunks")
-        self._executor: ThreadPoolExecutor | None = None
-        self._closed = False
         try:
             self.space = SpaceGuard(self.db, "knowledge", embedder)
         except BaseException:
-            if self._owns_db:
-                self.db.close()
+            self._abandon()
             raise
         self._vectors = VectorCache(
             self.space,
@@ -444,38 +437,12 @@ class SQLiteKnowledgeStore:
 
     # -- async (the KnowledgeStore protocol) ---------------------------------------------------
 
-    async def _run(self, call: Callable[[], R]) -> R:
-        if self._closed:
-            raise StoreError(f"{self!r} is closed")
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="contextwright-knowledge")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-
     async def search(self, query: str, limit: int) -> list[KnowledgeHit]:
         """`search_sync` on the store's worker thread."""
         return await self._run(functools.partial(self.search_sync, query, limit=limit))
 
-    def close(self) -> None:
-        """Stop the worker; close the database if this store opened it (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-        if self._owns_db:
-            self.db.close()
+    def _release(self) -> None:
         self._vectors.clear()
-
-    def __enter__(self) -> SQLiteKnowledgeStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class KnowledgeView:

@@ -43,7 +43,6 @@ vectors.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import json
@@ -51,10 +50,8 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from .._errors import InvalidMessageError, StoreError
 from ..storage import SQLiteStore
@@ -91,12 +88,11 @@ from ._search import (
 )
 from ._spaces import SpaceGuard, VectorCache
 from ._textindex import TextIndex
+from ._worker import WorkerStore
 from ._writes import MemoryWrites
 
-R = TypeVar("R")
 
-
-class SQLiteMemoryStore(MemoryWrites):
+class SQLiteMemoryStore(WorkerStore, MemoryWrites):
     """Scoped long-term memory with hybrid search (see the module docstring).
 
     ``path_or_store`` is a `SQLiteStore` to share (conversations and memories in one
@@ -104,6 +100,8 @@ class SQLiteMemoryStore(MemoryWrites):
     vector search; without it search is lexical only. ``weights`` sets the fusion
     and weighting. ``clock`` gives "now" for timestamps and recency.
     """
+
+    thread_name = "contextwright-memory"
 
     def __init__(
         self,
@@ -115,23 +113,17 @@ class SQLiteMemoryStore(MemoryWrites):
         cache_rows: int = 2_000_000,
         exact_max: int = 8_192,
     ) -> None:
-        if isinstance(path_or_store, SQLiteStore):
-            self.db, self._owns_db = path_or_store, False
-        else:
-            self.db, self._owns_db = SQLiteStore(path_or_store, clock=clock), True
+        self._open(path_or_store, clock)
         self.embedder = embedder
         self.clock = clock
         self.weights = weights or SearchWeights()
         self.cache_rows = cache_rows
         self.exact_max = exact_max
         self._text = TextIndex("memory_fts", "memories m", "m.mid", "memories")
-        self._executor: ThreadPoolExecutor | None = None
-        self._closed = False
         try:
             self.space = SpaceGuard(self.db, "memory", embedder)
         except BaseException:
-            if self._owns_db:
-                self.db.close()
+            self._abandon()
             raise
         self._vectors_cache = VectorCache(
             self.space,
@@ -388,13 +380,6 @@ class SQLiteMemoryStore(MemoryWrites):
 
     # -- async (the MemoryStore protocol) ------------------------------------------------------
 
-    async def _run(self, call: Callable[[], R]) -> R:
-        if self._closed:
-            raise StoreError(f"{self!r} is closed")
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="contextwright-memory")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-
     async def search(self, scope: Scope, query: str, limit: int) -> list[MemoryHit]:
         """`search_sync` on the store's worker thread."""
         return await self._run(functools.partial(self.search_sync, scope, query, limit=limit))
@@ -405,24 +390,5 @@ class SQLiteMemoryStore(MemoryWrites):
 
     # -- lifetime ------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Stop the worker; close the database if this store opened it (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-        if self._owns_db:
-            self.db.close()
+    def _release(self) -> None:
         self._vectors_cache.clear()
-
-    def __enter__(self) -> SQLiteMemoryStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
