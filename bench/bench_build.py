@@ -64,6 +64,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from _peers import ENC, VERIFY, langchain_counters, n_tokens, to_langchain, to_llamaindex
 from contextwright import (
     ContextEngine,
     InMemoryKnowledgeStore,
@@ -75,7 +76,6 @@ from contextwright import (
     ToolCallPart,
     count_messages,
 )
-from contextwright._tokens import load_tiktoken_encoding
 from contextwright.sources import (
     AgentCall,
     Assessment,
@@ -99,7 +99,6 @@ SYSTEM_PROMPT = (
 # contextwright's default per-message accounting (MessageOverhead), used for the peers too
 PER_MESSAGE, PER_TOOL_CALL, PER_TOOL_RESULT, REPLY_PRIMING = 3, 12, 4, 3
 
-ENC = load_tiktoken_encoding("cl100k_base")
 SOURCE_NAMES = (
     "user_memory",
     "collected_info",
@@ -110,10 +109,6 @@ SOURCE_NAMES = (
     "device_context",
     "active_agents_history",
 )
-
-
-def n_tokens(text: str) -> int:
-    return len(ENC.encode_ordinary(text))
 
 
 # -- workloads ---------------------------------------------------------------------------
@@ -387,19 +382,6 @@ def make_engine(now: float) -> ContextEngine:
     )
 
 
-class _VerifyCounter:
-    """cl100k under another name, so `count_messages` recounts instead of reading caches."""
-
-    exact = True
-    name = "tiktoken:cl100k_base/verify"
-
-    def count(self, text: str) -> int:
-        return n_tokens(text)
-
-
-VERIFY = _VerifyCounter()
-
-
 def _build_kw(w: Workload, history: list[Message], budget: int) -> dict[str, Any]:
     return {
         "history": history,
@@ -414,84 +396,13 @@ def _build_kw(w: Workload, history: list[Message], budget: int) -> dict[str, Any
 # -- LangChain ------------------------------------------------------------------------------
 
 
-def to_langchain(history: Sequence[Message], query: str) -> list[Any]:
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    out: list[Any] = [SystemMessage(SYSTEM_PROMPT, id="system")]
-    for m in history:
-        if m.role == "user":
-            out.append(HumanMessage(m.text, id=m.id))
-        elif m.role == "assistant":
-            calls = [
-                {"name": p.name, "args": json.loads(p.arguments), "id": p.id, "type": "tool_call"}
-                for p in m.tool_calls
-            ]
-            out.append(AIMessage(m.text, tool_calls=calls, id=m.id))
-        elif m.role == "tool":
-            r = m.tool_results[0]
-            out.append(ToolMessage(r.text, tool_call_id=r.call_id, name=r.name, id=m.id))
-    out.append(HumanMessage(query, id="current"))
-    return out
-
-
-def langchain_counters() -> tuple[Callable[..., int], Callable[..., int], dict[str, int]]:
-    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-
-    def count(message: BaseMessage) -> int:
-        content = message.content
-        text = (
-            content
-            if isinstance(content, str)
-            else " ".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
-        )
-        n = PER_MESSAGE + n_tokens(text)
-        if isinstance(message, AIMessage):
-            for tc in message.tool_calls:
-                n += PER_TOOL_CALL + n_tokens(tc["name"]) + n_tokens(json.dumps(tc["args"]))
-        elif isinstance(message, ToolMessage):
-            n += PER_TOOL_RESULT + n_tokens(message.tool_call_id)
-        return n
-
-    memo: dict[str, int] = {}
-
-    def count_memo(message: BaseMessage) -> int:
-        key = message.id or f"{message.type}\x00{message.content}"
-        hit = memo.get(key)
-        if hit is None:
-            hit = memo[key] = count(message)
-        return hit
-
-    return count, count_memo, memo
-
-
 # -- LlamaIndex -----------------------------------------------------------------------------
 
 
-def to_llamaindex(history: Sequence[Message], query: str) -> list[Any]:
-    from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
+def _li_user(query: str) -> Any:
+    from llama_index.core.base.llms.types import ChatMessage
 
-    out: list[Any] = []
-    for m in history:
-        if m.role == "assistant" and m.tool_calls:
-            blocks: list[Any] = [TextBlock(text=m.text)] if m.text else []
-            blocks += [
-                ToolCallBlock(
-                    tool_call_id=p.id, tool_name=p.name, tool_kwargs=json.loads(p.arguments)
-                )
-                for p in m.tool_calls
-            ]
-            out.append(ChatMessage(role="assistant", blocks=blocks))
-        elif m.role == "tool":
-            r = m.tool_results[0]
-            out.append(
-                ChatMessage(
-                    role="tool", content=r.text, additional_kwargs={"tool_call_id": r.call_id}
-                )
-            )
-        else:
-            out.append(ChatMessage(role=m.role, content=m.text))
-    out.append(ChatMessage(role="user", content=query))
-    return out
+    return ChatMessage(role="user", content=query)
 
 
 def li_tokens(messages: Sequence[Any]) -> int:
@@ -646,7 +557,7 @@ def run_cell(
     )
 
     # LangChain trim_messages
-    lc_msgs = to_langchain(w.history, w.query)
+    lc_msgs = to_langchain(w.history, w.query, SYSTEM_PROMPT)
     count, count_memo, memo = langchain_counters()
 
     def lc(counter: Callable[..., int]) -> Callable[[], Any]:
@@ -673,7 +584,7 @@ def run_cell(
         )
 
     # LlamaIndex Memory: put (setup: Memory trims at put time), then get
-    li_msgs = to_llamaindex(w.history, w.query)
+    li_msgs = [*to_llamaindex(w.history), _li_user(w.query)]
     mem = LIMemory.from_defaults(
         session_id=f"{name}-{budget}", token_limit=budget, tokenizer_fn=ENC.encode_ordinary
     )

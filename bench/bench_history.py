@@ -64,7 +64,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -73,6 +73,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from _peers import ENC, VERIFY, langchain_counters, to_langchain, to_llamaindex
 from contextwright import (
     CachedCounter,
     ContextEngine,
@@ -88,7 +89,6 @@ from contextwright import (
     count_message,
     count_messages,
 )
-from contextwright._tokens import load_tiktoken_encoding
 from contextwright.history import RuleSummarizer
 from contextwright.sources import (
     Assessment,
@@ -111,7 +111,6 @@ SYSTEM_PROMPT = (
 )
 # contextwright's default per-message accounting (MessageOverhead), used for the peers too
 PER_MESSAGE, PER_TOOL_CALL, PER_TOOL_RESULT, REPLY_PRIMING = 3, 12, 4, 3
-ENC = load_tiktoken_encoding("cl100k_base")
 CL100K = "tiktoken:cl100k_base"
 
 # Goals (issue 3 / seed 000); the reference numbers are the peers' published costs.
@@ -121,10 +120,6 @@ GOAL_BUILD_P50_MS = 1.0
 GOAL_BUILD_P99_MS = 5.0
 GOAL_SCALING = 1.3
 GOAL_COMPACT_MS = 20.0
-
-
-def n_tokens(text: str) -> int:
-    return len(ENC.encode_ordinary(text))
 
 
 # -- the synthetic thread ------------------------------------------------------------------
@@ -456,19 +451,6 @@ def make_engine(now: float, counter: Any = None, sources: bool = True) -> Contex
     )
 
 
-class _VerifyCounter:
-    """cl100k under another name, so `count_messages` recounts instead of reading caches."""
-
-    exact = True
-    name = "tiktoken:cl100k_base/verify"
-
-    def count(self, text: str) -> int:
-        return n_tokens(text)
-
-
-VERIFY = _VerifyCounter()
-
-
 def import_conv(conv: Conversations, cid: str, messages: Sequence[Message], batch: int) -> float:
     """Append ``messages`` in batches through the full pipeline; seconds taken."""
     t = time.perf_counter()
@@ -478,76 +460,6 @@ def import_conv(conv: Conversations, cid: str, messages: Sequence[Message], batc
 
 
 # -- peers ----------------------------------------------------------------------------------
-
-
-def to_langchain(history: Sequence[Message], query: str) -> list[Any]:
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    out: list[Any] = [SystemMessage(SYSTEM_PROMPT, id="system")]
-    for m in history:
-        if m.role == "user":
-            out.append(HumanMessage(m.text, id=m.id))
-        elif m.role == "assistant":
-            calls = [
-                {"name": p.name, "args": json.loads(p.arguments), "id": p.id, "type": "tool_call"}
-                for p in m.tool_calls
-            ]
-            out.append(AIMessage(m.text, tool_calls=calls, id=m.id))
-        elif m.role == "tool":
-            r = m.tool_results[0]
-            out.append(ToolMessage(r.text, tool_call_id=r.call_id, name=r.name, id=m.id))
-    out.append(HumanMessage(query, id="current"))
-    return out
-
-
-def langchain_memo_counter() -> Callable[..., int]:
-    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-
-    memo: dict[str, int] = {}
-
-    def count(message: BaseMessage) -> int:
-        hit = memo.get(message.id or "")
-        if hit is not None:
-            return hit
-        content = message.content
-        text = content if isinstance(content, str) else json.dumps(content)
-        n = PER_MESSAGE + n_tokens(text)
-        if isinstance(message, AIMessage):
-            for tc in message.tool_calls:
-                n += PER_TOOL_CALL + n_tokens(tc["name"]) + n_tokens(json.dumps(tc["args"]))
-        elif isinstance(message, ToolMessage):
-            n += PER_TOOL_RESULT + n_tokens(message.tool_call_id)
-        if message.id:
-            memo[message.id] = n
-        return n
-
-    return count
-
-
-def to_llamaindex(messages: Sequence[Message]) -> list[Any]:
-    from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
-
-    out: list[Any] = []
-    for m in messages:
-        if m.role == "assistant" and m.tool_calls:
-            blocks: list[Any] = [TextBlock(text=m.text)] if m.text else []
-            blocks += [
-                ToolCallBlock(
-                    tool_call_id=p.id, tool_name=p.name, tool_kwargs=json.loads(p.arguments)
-                )
-                for p in m.tool_calls
-            ]
-            out.append(ChatMessage(role="assistant", blocks=blocks))
-        elif m.role == "tool":
-            r = m.tool_results[0]
-            out.append(
-                ChatMessage(
-                    role="tool", content=r.text, additional_kwargs={"tool_call_id": r.call_id}
-                )
-            )
-        else:
-            out.append(ChatMessage(role=m.role, content=m.text))
-    return out
 
 
 # -- measurement helpers --------------------------------------------------------------------
@@ -912,8 +824,10 @@ def bench_turns(
 def bench_trim(thread: list[Message], n: int, seconds: float = 1.0) -> dict[str, Any]:
     from langchain_core.messages import trim_messages
 
-    msgs = to_langchain(thread[:n], "what does the refund policy say about order 88231?")
-    count = langchain_memo_counter()
+    msgs = to_langchain(
+        thread[:n], "what does the refund policy say about order 88231?", SYSTEM_PROMPT
+    )
+    _, count, _ = langchain_counters()
 
     def run() -> Any:
         return trim_messages(
