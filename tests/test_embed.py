@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -32,6 +29,8 @@ from contextwright.memory import (
     normalize_rows,
 )
 
+from .loopback import LoopbackServer, serving
+
 DIM = 8
 
 
@@ -40,68 +39,31 @@ def fake_vector(text: str) -> list[float]:
     return [float(b) - 100.0 for b in digest[:DIM]]  # deterministic, not unit length
 
 
-class EmbeddingServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.requests: list[dict[str, Any]] = []
-        self.status = 200
-        self.drop_one = False
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+EmbeddingServer = LoopbackServer  # speaks POST /v1/embeddings; tests set status, drop_one
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: EmbeddingServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-        self.server.requests.append({"path": self.path, "body": body})
-        if not self.path.rstrip("/").endswith("/embeddings"):
-            return self._send(404, {"error": {"message": f"no route {self.path}"}})
-        if self.server.status != 200:
-            return self._send(
-                self.server.status, {"error": {"message": "boom", "type": "server_error"}}
-            )
-        inputs = body["input"]
-        data = [
-            {"object": "embedding", "index": i, "embedding": fake_vector(t)}
-            for i, t in enumerate(inputs)
-        ]
-        data.reverse()  # servers may answer out of order; the index says where each belongs
-        if self.server.drop_one:
-            data = data[1:]
-        self._send(200, {
-            "object": "list", "data": data, "model": body["model"],
-            "usage": {"prompt_tokens": 3, "total_tokens": 3},
-        })  # fmt: skip
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+def respond(server: EmbeddingServer, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    if not path.rstrip("/").endswith("/embeddings"):
+        return 404, {"error": {"message": f"no route {path}"}}
+    if server.status != 200:
+        return server.status, {"error": {"message": "boom", "type": "server_error"}}
+    data = [
+        {"object": "embedding", "index": i, "embedding": fake_vector(t)}
+        for i, t in enumerate(body["input"])
+    ]
+    data.reverse()  # servers may answer out of order; the index says where each belongs
+    if server.drop_one:
+        data = data[1:]
+    return 200, {
+        "object": "list", "data": data, "model": body["model"],
+        "usage": {"prompt_tokens": 3, "total_tokens": 3},
+    }  # fmt: skip
 
 
 @pytest.fixture
 def server() -> Iterator[EmbeddingServer]:
-    srv = EmbeddingServer()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with serving(LoopbackServer(respond, base_path="/v1")) as srv:
+        yield srv
 
 
 def test_openai_compatible_embedder_over_http(server):

@@ -17,10 +17,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,8 @@ from contextwright.memory._extract import (
     dedupe_key,
     parse_items,
 )
+
+from .loopback import CHAT_ERROR, LoopbackServer, chat_completion, serving
 
 GOLDEN = Path(__file__).parent / "golden"
 RULES = RuleExtractor()
@@ -339,77 +339,19 @@ def test_golden_conversation(locale: str) -> None:
 # -- LLM extraction over a real loopback server ----------------------------------------------
 
 
-class FakeOpenAI(ThreadingHTTPServer):
-    """A loopback server speaking Chat Completions; tests set ``answer``, ``delay``, ``status``."""
-
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.requests: list[dict[str, Any]] = []
-        self.answer = "[]"
-        self.delay = 0.0
-        self.status = 200
-        self.release = threading.Event()
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+FakeOpenAI = LoopbackServer  # speaks Chat Completions; tests set answer, delay, status
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeOpenAI
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-        self.server.requests.append({"path": self.path, "body": body})
-        if self.server.delay:
-            self.server.release.wait(self.server.delay)
-        if self.server.status != 200:
-            error = {
-                "error": {
-                    "message": "the model crashed",
-                    "type": "server_error",
-                    "param": None,
-                    "code": None,
-                }
-            }
-            return self._send(self.server.status, error)
-        self._send(200, {
-            "id": "chatcmpl-01", "object": "chat.completion", "created": 1_700_000_000,
-            "model": body.get("model", ""),
-            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                         "message": {"role": "assistant", "content": self.server.answer, "refusal": None}}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
-        })  # fmt: skip
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:  # the client gave up (deadline)
-            pass
+def respond(server: FakeOpenAI, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    if server.status != 200:
+        return server.status, CHAT_ERROR
+    return 200, chat_completion(body.get("model", ""), server.answer)
 
 
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
-    srv = FakeOpenAI()
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield srv
-    srv.release.set()
-    srv.shutdown()
-    srv.server_close()
+    with serving(LoopbackServer(respond, base_path="/v1", answer="[]")) as srv:
+        yield srv
 
 
 TURN = [

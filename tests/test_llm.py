@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,103 +20,39 @@ from contextwright import HeuristicCounter, Message, MissingDependencyError
 from contextwright.history import LLMSummarizer, RuleSummarizer
 from contextwright.llm import LLM, AnthropicLLM, LLMError, OpenAICompatibleLLM
 
+from .loopback import CHAT_ERROR, LoopbackServer, chat_completion, serving
+
+FakeProvider = LoopbackServer  # answers both Chat Completions and Anthropic Messages
+
 ANSWER = "- The user is building an async HTTP server in Rust.\n- Decision: use tokio and axum."
 
 
-class FakeProvider(ThreadingHTTPServer):
-    """A loopback server answering both protocols; tests set ``delay`` and ``status``."""
-
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.requests: list[dict[str, Any]] = []
-        self.answer = ANSWER
-        self.delay = 0.0
-        self.status = 200
-        self.release = threading.Event()  # set on teardown: a sleeping handler returns
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeProvider
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-        self.server.requests.append(
-            {
-                "path": self.path,
-                "headers": {k.lower(): v for k, v in self.headers.items()},
-                "body": body,
-            }
-        )
-        if self.server.delay:
-            self.server.release.wait(self.server.delay)
-        anthropic = self.path.rstrip("/").endswith("/v1/messages")
-        if not anthropic and not self.path.rstrip("/").endswith("/chat/completions"):
-            return self._send(404, {"error": {"message": f"no route {self.path}"}})
-        if self.server.status != 200:
-            error = (
-                {"type": "error", "error": {"type": "api_error", "message": "the model crashed"}}
-                if anthropic
-                else {
-                    "error": {
-                        "message": "the model crashed",
-                        "type": "server_error",
-                        "param": None,
-                        "code": None,
-                    }
-                }
-            )
-            return self._send(self.server.status, error)
-        model = body.get("model", "")
+def respond(server: FakeProvider, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """Chat Completions or Anthropic Messages, by path."""
+    anthropic = path.rstrip("/").endswith("/v1/messages")
+    if not anthropic and not path.rstrip("/").endswith("/chat/completions"):
+        return 404, {"error": {"message": f"no route {path}"}}
+    if server.status != 200:
         if anthropic:
-            return self._send(200, {
-                "id": "msg_01", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": self.server.answer}],
-                "stop_reason": "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": 50, "output_tokens": 20},
-            })  # fmt: skip
-        return self._send(200, {
-            "id": "chatcmpl-01", "object": "chat.completion", "created": 1_700_000_000,
-            "model": model,
-            "choices": [{
-                "index": 0, "finish_reason": "stop", "logprobs": None,
-                "message": {"role": "assistant", "content": self.server.answer, "refusal": None},
-            }],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
-        })  # fmt: skip
-
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:  # the client gave up (deadline) and closed the socket
-            pass
+            return server.status, {
+                "type": "error", "error": {"type": "api_error", "message": "the model crashed"}
+            }  # fmt: skip
+        return server.status, CHAT_ERROR
+    model = body.get("model", "")
+    if anthropic:
+        return 200, {
+            "id": "msg_01", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": server.answer}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 50, "output_tokens": 20},
+        }  # fmt: skip
+    return 200, chat_completion(model, server.answer)
 
 
 @pytest.fixture
 def server() -> Iterator[FakeProvider]:
-    srv = FakeProvider()
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield srv
-    srv.release.set()
-    srv.shutdown()
-    srv.server_close()
+    with serving(LoopbackServer(respond, answer=ANSWER)) as srv:
+        yield srv
 
 
 def make_llm(kind: str, server: FakeProvider, **kw: Any) -> OpenAICompatibleLLM | AnthropicLLM:
