@@ -224,6 +224,80 @@ def test_failures_and_timeouts_are_isolated_and_reported():
     assert r.block("ok").status == "included"
 
 
+class Waits(SourceBase):
+    """Awaits real suspensions: a sleep, a thread, a future that fails; records what it saw."""
+
+    def __init__(self, name: str, log: list[str], *, sleep: float = 0.05, **kw) -> None:
+        super().__init__(name=name, **kw)
+        self.log, self.sleep = log, sleep
+
+    async def fetch(self, turn, allowance):
+        self.log.append(f"{self.name} task {asyncio.current_task().get_name()}")
+        try:
+            await asyncio.sleep(0)
+            await asyncio.sleep(self.sleep)
+            got = await asyncio.get_running_loop().run_in_executor(None, lambda: 41 + 1)
+            failing = asyncio.get_running_loop().create_future()
+            failing.set_exception(KeyError("gone"))
+            try:
+                await failing
+            except KeyError:
+                self.log.append(f"{self.name} saw its future fail")
+            return Block(self.name, f"answer {got}", Priority.P1)
+        except asyncio.CancelledError:
+            self.log.append(f"{self.name} cancelled")
+            raise
+
+
+class Eager(SourceBase):
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(name="eager")
+        self.log = log
+
+    async def fetch(self, turn, allowance):
+        self.log.append(f"eager task {asyncio.current_task().get_name()}")
+        return Block("eager", "computed on the spot", Priority.P1)
+
+
+def test_sources_run_eagerly_and_suspended_ones_concurrently_under_deadlines():
+    """No task for a source that never waits; the waiting ones overlap and keep their deadline."""
+    log: list[str] = []
+    engine = ContextEngine(
+        counter=HEURISTIC,
+        restate_goal=False,
+        sources=[
+            Eager(log),
+            Waits("a", log),
+            Waits("b", log),
+            Waits("late", log, sleep=5, deadline=0.1),
+            Broken(name="broken"),
+        ],
+    )
+
+    async def main():
+        asyncio.current_task().set_name("the-build")
+        t = asyncio.get_running_loop().time()
+        built = await engine.build("hi", budget=1000)
+        return built, asyncio.get_running_loop().time() - t
+
+    built, took = asyncio.run(main())
+    r = built.report
+    assert r.block("eager").status == "included"
+    assert r.block("a").status == r.block("b").status == "included"
+    assert "answer 42" in built.messages[0].text + built.messages[-1].text
+    assert r.block("late").status == "timed_out"
+    assert r.block("broken").status == "failed"
+    # every source was started on the build's own stack, without a task of its own
+    assert [line for line in log if " task " in line] == [
+        f"{n} task the-build" for n in ("eager", "a", "b", "late")
+    ]
+    assert "a saw its future fail" in log
+    assert "b saw its future fail" in log
+    assert "late cancelled" in log  # the deadline reached the suspended coroutine
+    assert took < 0.5  # a and b slept 50 ms each, at the same time; late was cut at 100 ms
+    assert r.block("eager").fetch_ms < 50 <= r.block("a").fetch_ms
+
+
 def test_triggers_skip_sources():
     engine = ContextEngine(
         counter=HEURISTIC,

@@ -10,7 +10,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from contextwright import ConfigError, Message, _heuristic
@@ -558,6 +558,56 @@ def test_cached_counter_caches_zero() -> None:
     assert cached.count("") == 0
     assert cached.count("") == 0
     assert len(inner.calls) == 1
+
+
+# Lines that stress the pre-tokenisers at line starts: punctuation runs that absorb
+# newlines (and "/" in o200k), contractions, digits, CJK, marks, exotic whitespace.
+_LINE_BITS = [
+    "a", "Z", "9", "123", " ", "  ", "\t", "\n", "\n\n", "\r\n", ".", ";", "/", "//", "'s",
+    "'ll", "’", "-", "{", "}", "[", "\"", "上海", "é", "\u0301", "😀", "\u00a0", "\u3000",
+    "\x85", "\x0b", "\u2028", "word", " word", "<tag>", "```", "|",
+]  # fmt: skip
+
+
+@heavy(400)
+@given(st.lists(st.sampled_from(_LINE_BITS), min_size=1, max_size=200))
+@example([";", "\n\n", "/", "a"])  # o200k: punctuation takes newlines and "/" into one piece
+@example([".", "\x85", "\n", "'s", "x"])
+def test_cached_counter_counts_long_text_by_lines_exactly(bits: list[str]) -> None:
+    """Summing cached per-line counts equals counting the whole text, for both encodings."""
+    text = "".join(bits)
+    text = text * (1 + 600 // len(text))  # long enough to be counted by lines
+    for inner in (_CL, _O2):
+        cached = CachedCounter(inner)
+        cached.count(text[: len(text) // 2])  # some lines cached already
+        assert cached.count(text) == inner.count(text)
+        assert cached.count(text + "\nmore") == inner.count(text + "\nmore")
+
+
+def test_cached_counter_recounts_only_changed_lines(cl100k: TiktokenCounter) -> None:
+    """A long composed message that changes in one line costs the tokenizer one line."""
+    lines = [f"Line {i}: some fixed content about item {i}." for i in range(40)]
+    calls: list[str] = []
+
+    class Spy:
+        name, exact, line_additive = cl100k.name, True, True
+
+        def count(self, text: str) -> int:
+            calls.append(text)
+            return cl100k.count(text)
+
+    cached = CachedCounter(Spy())
+    first = "\n".join(lines)
+    assert cached.count(first) == cl100k.count(first)
+    calls.clear()
+    lines[20] = "Line 20: this one changed, turn 2."
+    second = "\n".join(lines)
+    assert cached.count(second) == cl100k.count(second)
+    assert calls == [lines[20] + "\n"]
+    # a counter that is not line-additive is always asked for the whole text
+    plain = CachedCounter(CountingCounter())
+    plain.count(second)
+    assert plain.inner.calls == [second]  # type: ignore[attr-defined]
 
 
 # -- truncate_to_tokens ----------------------------------------------------------------

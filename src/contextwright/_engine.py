@@ -35,6 +35,7 @@ from ._blocks import Block, Priority, render_block
 from ._budget import Budget, share_out
 from ._cache import Cache, MemoryCache
 from ._errors import BudgetError, ConfigError, InvalidMessageError, UserError
+from ._fetch import Fetched, fetch_all
 from ._fit import JOIN, Candidate, Decision, fit_blocks, render_cost, truncate_block
 from ._messages import Message
 from ._receipt import BlockReport, BuiltContext, ContextReport, SectionReport, Status
@@ -77,26 +78,6 @@ class _Layout:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _Fetched:
-    source: str
-    status: str  # ok | empty | failed | timed_out
-    blocks: list[Block]
-    reason: str
-    cached: bool
-    ms: float
-
-
-def _as_blocks(result: Any, source: Source) -> list[Block]:
-    if result is None:
-        return []
-    items = [result] if isinstance(result, Block) else list(result)
-    for b in items:
-        if not isinstance(b, Block):
-            raise TypeError(f"source {source.name!r} returned {type(b).__name__}, not Block")
-    if getattr(source, "static", False):
-        items = [b if b.static else b.with_content(b.content, static=True) for b in items]
-    return [b for b in items if not b.empty]
 
 
 class ContextEngine:
@@ -261,14 +242,7 @@ class ContextEngine:
 
         # 2. fetch
         allowance = max(1, int(weights["retrieved"] * limit))
-        cached = [self._from_cache(s, turn) for s, _ in applicable]
-        misses = [i for i, hit in enumerate(cached) if hit is None]
-        got = await asyncio.gather(
-            *(self._fetch(applicable[i][0], turn, allowance) for i in misses)
-        )
-        for i, f in zip(misses, got, strict=True):
-            cached[i] = f
-        fetched = [f for f in cached if f is not None]
+        fetched = await fetch_all([s for s, _ in applicable], turn, allowance, self.cache)
         t2 = time.perf_counter()
 
         # 3. fit
@@ -353,57 +327,12 @@ class ContextEngine:
             )
         return message
 
-    def _cache_key(self, source: Source, turn: Turn) -> str:
-        key_fn = getattr(source, "cache_key", None)
-        return f"{source.name}:{key_fn(turn) if key_fn else ''}"
-
-    def _from_cache(self, source: Source, turn: Turn) -> _Fetched | None:
-        """A fresh cached answer of ``source``, checked before any task is made."""
-        if not float(getattr(source, "ttl", 0.0) or 0.0) > 0:
-            return None
-        start = time.perf_counter()
-        try:
-            hit = self.cache.get(turn.namespace, self._cache_key(source, turn))
-        except Exception:  # a broken cache_key or cache is a miss; _fetch reports it
-            return None
-        if hit is None:
-            return None
-        ms = (time.perf_counter() - start) * 1e3
-        return _Fetched(
-            source.name, "ok" if hit else "empty", list(hit), "served from cache", True, ms
-        )
-
-    async def _fetch(self, source: Source, turn: Turn, allowance: int) -> _Fetched:
-        """Run one source under its deadline; whatever goes wrong is reported, not raised."""
-        start = time.perf_counter()
-        ttl = float(getattr(source, "ttl", 0.0) or 0.0)
-        deadline = getattr(source, "deadline", 0.5)
-
-        def done(status: str, blocks: list[Block], reason: str) -> _Fetched:
-            return _Fetched(
-                source.name, status, blocks, reason, False, (time.perf_counter() - start) * 1e3
-            )
-
-        try:
-            result = await asyncio.wait_for(source.fetch(turn, allowance), deadline)
-            blocks = _as_blocks(result, source)
-            if ttl > 0:
-                tags_fn = getattr(source, "cache_tags", None)
-                tags = tags_fn(turn) if tags_fn else getattr(source, "tags", ())
-                key = self._cache_key(source, turn)
-                self.cache.set(turn.namespace, key, tuple(blocks), ttl=ttl, tags=tags)
-        except asyncio.TimeoutError:
-            return done("timed_out", [], f"no answer within {deadline * 1e3:.0f} ms")
-        except Exception as exc:  # a source must never break the build
-            return done("failed", [], f"{type(exc).__name__}: {exc}")
-        return done("ok", blocks, "") if blocks else done("empty", [], "nothing to add")
-
     def _msg_cost(self, text: str) -> int:
         return self.overhead.per_message + self.counter.count(text)
 
     def _candidates(
         self,
-        fetched: Sequence[_Fetched],
+        fetched: Sequence[Fetched],
         applicable: Sequence[tuple[Source, str]],
         report: ContextReport,
     ) -> list[Candidate]:

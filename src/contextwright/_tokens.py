@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import os
+import re
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -229,6 +230,11 @@ class TiktokenCounter:
     """
 
     exact = True
+    # Both encodings' pre-tokenising patterns end every piece that holds a newline at
+    # that newline unless whitespace (or, in o200k, "/") follows, and BPE never merges
+    # across pieces: so a text cut just after a newline that is followed by anything
+    # else counts as the sum of its parts (see `CachedCounter`; property-tested).
+    line_additive = True
 
     def __init__(
         self, encoding: str = "cl100k_base", *, path: str | os.PathLike[str] | None = None
@@ -281,8 +287,19 @@ class HFTokenizerCounter:
         return f"HFTokenizerCounter({self.name!r})"
 
 
+# A cut just after a newline followed by neither whitespace nor "/" (see TiktokenCounter).
+_LINE_CUTS = re.compile(r"(?<=\n)(?=[^\s/])")
+_SPLIT_ABOVE = 512  # characters; shorter texts are counted whole
+
+
 class CachedCounter:
-    """Memoises another counter's counts by content, keeping the ``maxsize`` most recent."""
+    """Memoises another counter's counts by content, keeping the ``maxsize`` most recent.
+
+    When the inner counter is ``line_additive`` (tiktoken), a long text is counted as
+    the sum of its lines' cached counts — exactly what counting it whole gives — so
+    a composed message that differs from the last build's in one block (a system
+    message, the dynamic tail) costs the tokenizer only that block's lines.
+    """
 
     def __init__(self, inner: TokenCounter, maxsize: int = 65536) -> None:
         if maxsize < 1:
@@ -292,6 +309,7 @@ class CachedCounter:
         self.exact = bool(getattr(inner, "exact", False))
         self.maxsize = maxsize
         self._cache: OrderedDict[str, int] = OrderedDict()
+        self._by_lines = bool(getattr(inner, "line_additive", False))
         self.hits = 0
         self.misses = 0
 
@@ -302,12 +320,30 @@ class CachedCounter:
             self.hits += 1
             cache.move_to_end(text)
             return hit
+        if self._by_lines and len(text) > _SPLIT_ABOVE and "\n" in text:
+            pieces = _LINE_CUTS.split(text)
+            if len(pieces) > 1:
+                n = sum(map(self._count_piece, pieces))
+                self._remember(text, n)
+                return n
+        return self._count_piece(text)
+
+    def _count_piece(self, text: str) -> int:
+        hit = self._cache.get(text)
+        if hit is not None:
+            self.hits += 1
+            self._cache.move_to_end(text)
+            return hit
         self.misses += 1
         n = self.inner.count(text)
+        self._remember(text, n)
+        return n
+
+    def _remember(self, text: str, n: int) -> None:
+        cache = self._cache
         cache[text] = n
         if len(cache) > self.maxsize:
             cache.popitem(last=False)
-        return n
 
     def __repr__(self) -> str:
         return f"CachedCounter({self.inner!r})"
