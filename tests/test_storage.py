@@ -412,6 +412,15 @@ def test_search_in_english_ranks_sensibly(store):
     assert len(store.search("c", "the", tenant=T, limit=1)) == 1
 
 
+def test_search_seqs_matches_search(store):
+    store.append("c", [Message.user(f"budget {i} for paris" if i % 3 else f"note {i}") for i in range(30)], tenant=T)
+    for query, kw in (("budget paris", {}), ("note", {"before_seq": 20}), ("budget", {"limit": 4})):
+        full = store.search("c", query, tenant=T, **kw)
+        assert store.search_seqs("c", query, tenant=T, **kw) == [(h.message.seq, h.score) for h in full]
+        assert full
+    assert store.search_seqs("c", "budget", tenant="B") == []  # another tenant sees nothing
+
+
 def test_search_filters_roles_and_keeps_tool_results_verbatim(store):
     saved = store.append("c", every_part_type(), tenant=T, user="u")
     assert store.search("c", "temp", tenant=T) == []  # tool messages are not searched by default

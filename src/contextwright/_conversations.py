@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from ._budget import Budget
 from ._engine import ContextEngine
-from ._errors import InvalidMessageError, UserError
+from ._errors import InvalidMessageError, StoreError, UserError
 from ._messages import Message, ToolResultPart
 from ._receipt import BuiltContext
 from ._tokens import DEFAULT_OVERHEAD, count_message
@@ -92,6 +92,29 @@ class _Tail:
     @property
     def unsummarized_tokens(self) -> int:
         return max(0, self.total_tokens - self.covered_tokens)
+
+
+class _Calls(AsyncStore):
+    """The store as coroutines: on a worker thread, or inline on the sync API's own loop.
+
+    The sync facades (`Conversations.build_sync`…) drive a private event loop that
+    nothing else runs on, so blocking it blocks no one: there each call runs at
+    once on the caller's thread. That saves a thread hop per call and, above all,
+    the GIL hand-offs that made a turn's time jump by milliseconds when the main
+    thread and the worker both ran Python. Any other loop (the caller's, the
+    background summaries') gets the worker thread, so it never blocks.
+    """
+
+    def __init__(self, store: Store, owner: Conversations) -> None:
+        super().__init__(store)
+        self._owner = owner
+
+    async def _run(self, call: Callable[[], T]) -> T:
+        if self._owner._loop is not None and asyncio.get_running_loop() is self._owner._loop:
+            if self._closed:
+                raise StoreError(f"{self!r} is closed")
+            return call()
+        return await super()._run(call)
 
 
 class _Background:
@@ -150,7 +173,7 @@ class Conversations:
             store = SQLiteStore(store or ":memory:")
         self.engine = engine
         self.store: Store = store
-        self.db = AsyncStore(store)
+        self.db: AsyncStore = _Calls(store, self)
         self.compaction = compaction or CompactionConfig()
         self.summarizer = summarizer or RuleSummarizer(engine.counter)
         self.compressor = compressor or ToolResultCompressor(engine.counter)
@@ -163,11 +186,17 @@ class Conversations:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
         self._jobs: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
-        # The stateful default recalls sparingly: a few dozen full-text hits and no
-        # second (feedback) search, so that a turn stays cheap; the memory-QA
-        # configuration (`RecallSource.for_memory_qa`) spends more for recall.
+        # The stateful default recalls sparingly, so that a turn stays cheap however
+        # long the conversation: a few dozen full-text hits, no second (feedback)
+        # search, and only words found in at most 200 turns (BM25 scores every
+        # match: common words made the search grow with the conversation). The
+        # memory-QA configuration (`RecallSource.for_memory_qa`) spends more.
         cheap = TurnRanker(RankWeights(feedback_weight=0.0))
-        self._extra = [RecallSource(store=self.db, search_limit=32, ranker=cheap)] if recall else []
+        recall_source = RecallSource(
+            store=self.db, search_limit=32, ranker=cheap, max_term_turns=200,
+            counter=engine.counter,
+        )  # fmt: skip
+        self._extra = [recall_source] if recall else []
 
     # -- writing ---------------------------------------------------------------------
 

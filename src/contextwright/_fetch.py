@@ -26,6 +26,7 @@ from typing import Any
 
 from ._blocks import Block
 from ._cache import Cache
+from ._eager import resume, step
 from .sources._base import Source
 from .sources._state import Turn
 
@@ -61,35 +62,6 @@ def cache_key(source: Source, turn: Turn) -> str:
     return f"{source.name}:{key_fn(turn) if key_fn else ''}"
 
 
-async def _resume(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
-    """Run to its end a coroutine that was stepped outside a task and suspended on ``waiting``.
-
-    Does what a task does with what a coroutine yields: ``None`` is a bare yield
-    (one loop turn); anything else is an asyncio future, waited for without taking
-    its outcome, which the coroutine reads itself when resumed. A cancellation of
-    this task (the deadline) cancels that future and is thrown into the coroutine.
-    """
-    while True:
-        try:
-            if waiting is None:
-                await asyncio.sleep(0)
-            else:
-                waiting._asyncio_future_blocking = False
-                await asyncio.wait((waiting,))
-        except BaseException as exc:
-            if waiting is not None:
-                waiting.cancel()
-            try:
-                waiting = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-            continue
-        try:
-            waiting = coro.send(None)
-        except StopIteration as stop:
-            return stop.value
-
-
 class _Run:
     """One source's fetch: started eagerly, finished later only if it had to wait."""
 
@@ -123,7 +95,7 @@ class _Run:
     async def finish(self, coro: Coroutine[Any, Any, Any], waiting: Any, cache: Cache) -> Fetched:
         left = self.deadline - (time.perf_counter() - self.start)
         try:
-            value = await asyncio.wait_for(_resume(coro, waiting), max(left, 0.0))
+            value = await asyncio.wait_for(resume(coro, waiting), max(left, 0.0))
         except asyncio.TimeoutError:
             return self.done("timed_out", [], f"no answer within {self.deadline * 1e3:.0f} ms")
         except Exception as exc:
@@ -162,14 +134,14 @@ async def fetch_all(
             coro = source.fetch(turn, allowance)
             if not asyncio.iscoroutine(coro):  # some other awaitable: wrap it
                 coro = _await(coro)
-            waiting = coro.send(None)
-        except StopIteration as stop:
-            out.append(run.result(stop.value, cache))
-            continue
+            finished, value = step(coro)
         except Exception as exc:
             out.append(run.failed(exc))
             continue
-        waits.append((len(out), run.finish(coro, waiting, cache)))
+        if finished:
+            out.append(run.result(value, cache))
+            continue
+        waits.append((len(out), run.finish(coro, value, cache)))
         out.append(None)
     if waits:
         got = await asyncio.gather(*(c for _, c in waits))

@@ -167,6 +167,7 @@ class TurnIndex:
         self.last_seq = 0
         self.speakers: dict[str, str] = {}
         self.df: Counter[str] = Counter()  # turns containing each (Latin-script) word
+        self.word_df: Counter[str] = Counter()  # turns containing each search word, lower-cased
         self.vectors: Any = None  # numpy float32 (n_embedded, d), rows L2-normalised
         self.embedded_by: str | None = None
         self._session = 0
@@ -202,7 +203,9 @@ class TurnIndex:
                 seq, m.role, speaker, m.created_at, m.text, self._session, day, month
             ))  # fmt: skip
             self.seqs.append(seq)
-            self.df.update(set(_FEEDBACK_WORD.findall(m.text.lower())))
+            low = m.text.lower()
+            self.df.update(set(_FEEDBACK_WORD.findall(low)))
+            self.word_df.update(set(_WORD.findall(low)))
             if m.name:
                 self.speakers.setdefault(m.name.lower(), m.name)
                 first = m.name.split()[0].lower()
@@ -341,7 +344,13 @@ class TurnRanker:
         speaker_hit = next(iter(analysis.speakers)) if len(analysis.speakers) == 1 else None
         dated = bool(analysis.months or analysis.years)
         out: list[tuple[int, float]] = []
-        for p in range(n):
+        # Without vectors or fill only turns with lexical evidence can be returned:
+        # visit those, not every turn (O(hits), not O(conversation)).
+        if dense_rank is None and not fill:
+            positions: Iterable[int] = sorted(lexical.keys() | extra.keys())
+        else:
+            positions = range(n)
+        for p in positions:
             has_lex = p in lexical
             s = 1.0 / (k + (ranks[p] if has_lex else zero_rank))
             evidence = has_lex

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._blocks import Block, Priority, escape_content, render_block
+from .._eager import resume, step
 from .._fit import JOIN_TOKENS
 from .._messages import Message
 from .._tokens import DEFAULT_OVERHEAD, HeuristicCounter, TokenCounter
@@ -109,6 +110,10 @@ class RecallSource(SourceBase):
     embedder for vector evidence). ``counter`` makes packing exact. ``fill``
     takes turns without any match too. ``search_limit`` bounds the full-text hits
     considered per message; ``max_conversations`` the turn indexes kept in memory.
+    ``max_term_turns`` leaves out of the search the words found in more turns
+    than that: they say little about which turn is meant, and full-text ranking
+    scores every match, so they made a search cost grow with the conversation
+    (None: every word is searched).
     """
 
     store: Any = None  # SearchesMessages
@@ -121,6 +126,7 @@ class RecallSource(SourceBase):
     ranker: TurnRanker = field(default_factory=TurnRanker)
     fill: bool = False
     search_limit: int = 500
+    max_term_turns: int | None = None
     session_gap: float = 3600.0
     max_conversations: int = 16
 
@@ -178,9 +184,15 @@ class RecallSource(SourceBase):
             # Shielded: a fetch that runs out of time stops waiting, but the
             # reading (and embedding) goes on, and the next fetch finds it done
             # or joins it, instead of starting over.
+            # Started eagerly: a store that answers at once (the sync API's) leaves
+            # nothing to wait for, and no task is made.
             task = self._loading.get(key)
             if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-                task = asyncio.ensure_future(self._load(index, conversation, tenant))
+                load = self._load(index, conversation, tenant)
+                finished, waiting = step(load)
+                if finished:
+                    return index
+                task = asyncio.ensure_future(resume(load, waiting))
                 self._loading[key] = task
             await asyncio.shield(task)
         return index
@@ -218,32 +230,25 @@ class RecallSource(SourceBase):
         vector: asyncio.Future[Any] | None = None
         if self.ranker.embedder is not None and index.vectors is not None:
             vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
-        hits: list[SearchHit] = []
+        words = analysis.text
+        if self.max_term_turns is not None:
+            df, cap = index.word_df, self.max_term_turns
+            words = " ".join(w for w in words.split() if df[w.lower()] <= cap)
+        scores: dict[int, float] = {}
         try:
-            if analysis.text.strip():
-                hits = await self.store.search(
-                    turn.conversation, analysis.text, tenant=turn.tenant,
-                    limit=self.search_limit, before_seq=oldest,
-                )  # fmt: skip
+            if words.strip():
+                found = await self._search(turn, words, oldest)
+                scores = {seq: score for seq, score in found if score >= self.min_score}
             query_vector = await vector if vector is not None else None
         finally:
             if vector is not None and not vector.done():
                 vector.cancel()
-        scores = {
-            h.message.seq: h.score
-            for h in hits
-            if h.message.seq is not None and h.score >= self.min_score
-        }
         ranked = self.ranker.rank(
             index, analysis, scores, n, query_vector=query_vector, fill=self.fill
         )
         more = self.ranker.feedback_query(index, analysis, ranked) if scores else None
         if more:
-            second = await self.store.search(
-                turn.conversation, more, tenant=turn.tenant, limit=self.search_limit,
-                before_seq=oldest,
-            )  # fmt: skip
-            feedback = {h.message.seq: h.score for h in second if h.message.seq is not None}
+            feedback = dict(await self._search(turn, more, oldest))
             ranked = self.ranker.rank(index, analysis, scores, n, feedback=feedback, fill=self.fill)
         # The engine puts dynamic blocks in one system message under its own
         # header; that frame comes out of the same section grant as this block.
@@ -251,6 +256,16 @@ class RecallSource(SourceBase):
         counter = self.counter or _HEURISTIC
         frame = DEFAULT_OVERHEAD.per_message + self._cost(counter, tail) + JOIN_TOKENS
         return self._block(index, ranked, allowance - frame)
+
+    async def _search(self, turn: Turn, words: str, before: int | None) -> list[tuple[int, float]]:
+        """(seq, score) of the full-text hits; only the numbers when the store can give them."""
+        kw: dict[str, Any] = {"tenant": turn.tenant, "limit": self.search_limit, "before_seq": before}
+        light = getattr(self.store, "search_seqs", None)
+        if light is not None:
+            found: list[tuple[int, float]] = await light(turn.conversation, words, **kw)
+            return found
+        hits: list[SearchHit] = await self.store.search(turn.conversation, words, **kw)
+        return [(h.message.seq, h.score) for h in hits if h.message.seq is not None]
 
     # -- packing and rendering -------------------------------------------------------------
 

@@ -103,6 +103,7 @@ class AsyncStore:
     unpin = _OnWorker(Store.unpin)
     pinned = _OnWorker(Store.pinned)
     search = _OnWorker(Store.search)
+    search_seqs = _OnWorker(Store.search_seqs)
 
     async def close(self) -> None:
         """Close the wrapped store on the worker, then stop the worker (idempotent)."""

@@ -271,4 +271,15 @@ class Store(Protocol):
         roles: Sequence[str] = ("user", "assistant"),
     ) -> list[SearchHit]: ...
 
+    def search_seqs(
+        self,
+        conversation: str,
+        query: str,
+        *,
+        tenant: str,
+        limit: int = 10,
+        before_seq: int | None = None,
+        roles: Sequence[str] = ("user", "assistant"),
+    ) -> list[tuple[int, float]]: ...
+
     def close(self) -> None: ...

@@ -516,6 +516,39 @@ class SQLiteStore(HistoryTables):
         English and CJK alike; the query is never parsed as FTS5 syntax. Only
         messages with ``seq < before_seq`` (if given) and a role in ``roles``.
         """
+        rows = self._search(conversation, query, tenant, limit, before_seq, roles, MSG_COLUMNS)
+        return [SearchHit(_rows.message(r[:-1]), r[-1]) for r in rows]
+
+    def search_seqs(
+        self,
+        conversation: str,
+        query: str,
+        *,
+        tenant: str,
+        limit: int = 10,
+        before_seq: int | None = None,
+        roles: Sequence[str] = ("user", "assistant"),
+    ) -> list[tuple[int, float]]:
+        """`search`, as (seq, score) pairs: for callers that hold the text already.
+
+        Recall keeps every turn in process; reading and decoding the matching
+        messages was most of its search (1.5 ms of a one-word search at 10,000
+        messages).
+        """
+        rows = self._search(conversation, query, tenant, limit, before_seq, roles, "m.seq")
+        return [(r[0], r[1]) for r in rows]
+
+    def _search(
+        self,
+        conversation: str,
+        query: str,
+        tenant: str,
+        limit: int,
+        before_seq: int | None,
+        roles: Sequence[str],
+        columns: str,
+    ) -> list[tuple[Any, ...]]:
+        """Rows of ``columns`` with their score last, best first (see `search`)."""
         n = _rows.count(limit, "limit")
         bad = [r for r in roles if r not in ROLES]
         if isinstance(roles, str) or bad:
@@ -558,7 +591,7 @@ class SQLiteStore(HistoryTables):
                 score = dict(ranked)
                 found = (
                     conn.execute(
-                        f"SELECT {MSG_COLUMNS}, m.pk FROM messages m WHERE m.pk IN "
+                        f"SELECT {columns}, m.pk FROM messages m WHERE m.pk IN "
                         f"({', '.join('?' * len(score))}) AND m.role IN ({marks})",
                         (*score, *roles),
                     ).fetchall()
@@ -569,10 +602,9 @@ class SQLiteStore(HistoryTables):
                 if len(found) >= n or len(ranked) < pool:
                     break
                 pool *= 4
-            rows = sorted(((*r[:-1], score[r[-1]]) for r in found), key=lambda r: (r[-1], -r[0]))[
-                :n
-            ]
-        return [SearchHit(_rows.message(r[:-1]), -r[-1]) for r in rows]
+        # best first; among equal scores the newer message (pk grows with seq)
+        found.sort(key=lambda r: (score[r[-1]], -r[-1]))
+        return [(*r[:-1], -score[r[-1]]) for r in found[:n]]
 
     # -- lifetime -----------------------------------------------------------------------
 
