@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import HeuristicCounter, Message, count_message, group_units, select_window
-from contextwright._window import ShortenCache, narrow_window, shorten_message
+from contextwright._window import ShortenCache, WindowMemo, narrow_window, shorten_message
 
 from .conftest import conversations
 
@@ -53,3 +53,50 @@ def test_shortening_is_cached_and_marked():
     assert count_message(C, a) <= 110
     assert a.metadata["shortened_from"] > 100
     assert "cut from this message" in a.text
+
+
+def _same(a, b):
+    assert [id(m) for m in a.messages] == [id(m) for m in b.messages] or [
+        (m.id, m.metadata.get("shortened_from")) for m in a.messages
+    ] == [(m.id, m.metadata.get("shortened_from")) for m in b.messages]
+    assert (a.tokens, a.start, a.units, a.shortened, a.stopped, a.considered_end) == (
+        b.tokens, b.start, b.units, b.shortened, b.stopped, b.considered_end,
+    )  # fmt: skip
+    assert [(u.start, u.end, u.kind, why) for u, why in a.broken] == [
+        (u.start, u.end, u.kind, why) for u, why in b.broken
+    ]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    conversations(max_units=12, broken=True),
+    st.lists(
+        st.tuples(
+            conversations(max_units=3, broken=True),  # appended
+            st.integers(0, 3),  # oldest messages trimmed off the front
+            st.sampled_from(["none", "replace", "results"]),  # an edit of the old part
+            st.integers(0, 2500),  # allowance
+            st.integers(0, 3),  # stop
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_a_remembered_walk_gives_the_window_a_fresh_walk_gives(history, steps):
+    """However the history changes between builds, the memo never changes the window."""
+    memo = WindowMemo()
+    cache = ShortenCache()
+    history = list(history)
+    for appended, trim, edit, allowance, stop in steps:
+        history = history[trim:] + list(appended)
+        if edit == "replace" and history:
+            i = len(history) // 2  # an older message replaced by an equal-looking copy
+            history[i] = history[i].replace(metadata={"edited": True})
+        elif edit == "results" and history:
+            # a late tool result: completes (or orphans) whatever came last
+            history.append(Message.tool("call_1", "late result"))
+        stop = min(stop, len(history))
+        kw = {"max_message_tokens": 150, "cache": cache, "stop": stop}
+        remembered = select_window(history, allowance, C, memo=memo, **kw)
+        fresh = select_window(history, allowance, C, **kw)
+        _same(remembered, fresh)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +48,7 @@ from ._tokens import (
     count_message,
     default_counter,
 )
-from ._window import ShortenCache, WindowResult, narrow_window, select_window
+from ._window import ShortenCache, WindowMemo, WindowResult, narrow_window, select_window
 from .sources._base import Source
 from .sources._state import ConversationState, Turn
 from .sources._templates import templates_for
@@ -143,6 +144,9 @@ class ContextEngine:
         self.templates = templates
         self.task_status = task_status
         self._shortened = ShortenCache()
+        # one remembered window walk per conversation (namespace), the most recent 256
+        self._memos: OrderedDict[str, WindowMemo] = OrderedDict()
+        self._memo_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._turn_count: tuple[int, Message, int] | None = None
         self._lock = threading.Lock()
@@ -424,7 +428,7 @@ class ContextEngine:
         lay.goal_cost = count_message(counter, lay.goal, ov) if lay.goal else 0
         lay.summary_full = self._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
         frame = 0 if lay.tail_p0 or not tail_rest else tail_frame
-        probe = self._window(history, rest)
+        probe = self._window(history, rest, turn.namespace)
         demands = {
             "summary": lay.summary_full,
             "retrieved": sum(c.tokens for c in tail_rest) + frame,
@@ -443,10 +447,18 @@ class ContextEngine:
         lay.grant = grant
         return lay
 
-    def _window(self, history: Sequence[Message], allowance: int) -> WindowResult:
+    def _window(self, history: Sequence[Message], allowance: int, namespace: str) -> WindowResult:
+        with self._memo_lock:
+            memo = self._memos.get(namespace)
+            if memo is None:
+                memo = self._memos[namespace] = WindowMemo()
+                if len(self._memos) > 256:
+                    self._memos.popitem(last=False)
+            else:
+                self._memos.move_to_end(namespace)
         return select_window(
             history, allowance, self.counter, overhead=self.overhead,
-            max_message_tokens=self.max_message_tokens, cache=self._shortened,
+            max_message_tokens=self.max_message_tokens, cache=self._shortened, memo=memo,
         )  # fmt: skip
 
     def _fill(

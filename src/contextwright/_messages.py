@@ -444,14 +444,16 @@ def group_units(messages: Sequence[Message]) -> list[Unit]:
     return units
 
 
-def iter_units_backwards(messages: Sequence[Message], stop: int = 0) -> Iterator[Unit]:
-    """Yield the units of ``messages[stop:]`` newest first, touching only what is consumed.
+def iter_units_backwards(
+    messages: Sequence[Message], stop: int = 0, end: int | None = None
+) -> Iterator[Unit]:
+    """Yield the units of ``messages[stop:end]`` newest first, touching only what is consumed.
 
     A sliding window walks this until its budget is spent, so the cost of a build
     depends on the size of the window, not on the length of the conversation.
-    The units are the same as `group_units` would give for ``messages[stop:]``.
+    The units are the same as `group_units` would give for ``messages[stop:end]``.
     """
-    n = len(messages)
+    n = len(messages) if end is None else end
     end = n
     while end > stop:
         j = end - 1

@@ -8,6 +8,13 @@ result without its call, a call missing results): providers reject both.
 
 A window that had to stop before the start of the history begins at a user turn.
 
+Between builds of a growing conversation the walk is remembered (`WindowMemo`):
+the units it measured, newest first. The next build walks only the messages
+appended since and then reuses the remembered units, checked by identity, as far
+as its allowance reaches — so a build measures what is new, not the whole window
+again. Anything that does not line up (an edited or reordered history, a tool
+result completing the last remembered call) makes it walk afresh.
+
 A message longer than ``max_message_tokens`` is shortened in the prompt only, with a
 marker (seed 002's ``maxMessageTokens``): text keeps its head, tool results keep head
 and tail, where errors and totals usually are. If the newest unit alone does not
@@ -18,8 +25,9 @@ to one oversized tool result.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
 from ._errors import InvalidMessageError
@@ -32,7 +40,14 @@ from ._tokens import (
     truncate_to_tokens,
 )
 
-__all__ = ["ShortenCache", "WindowResult", "narrow_window", "select_window", "shorten_message"]
+__all__ = [
+    "ShortenCache",
+    "WindowMemo",
+    "WindowResult",
+    "narrow_window",
+    "select_window",
+    "shorten_message",
+]
 
 SHORT_MARKER = "…[{omitted} characters cut from this message in the prompt]…"
 
@@ -158,6 +173,122 @@ def _unit_messages(
     return msgs, cost, shortened
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One unit as a walk measured it (``msgs`` shortened where too long)."""
+
+    unit: Unit
+    msgs: list[Message]
+    cost: int
+    shortened: int
+    originals: tuple[Message, ...]  # history[unit.start:unit.end], to check a reuse by identity
+
+
+class WindowMemo:
+    """The units the last walk over one history measured, for the next build to reuse.
+
+    Keep one per conversation (the engine keys them by namespace). The saved
+    state is replaced in one assignment, so a concurrent build sees the old walk
+    or the new one, never half of each.
+    """
+
+    def __init__(self) -> None:
+        # (settings key, history length, its last message, steps newest first,
+        # the walk's ``stop``)
+        self._state: tuple[Any, int, Message, list[_Step], int] | None = None
+
+    def _reusable(
+        self, history: Sequence[Message], key: Any, stop: int
+    ) -> tuple[int, list[_Step], int] | None:
+        """(offset of the old indices in ``history``, old steps, new messages' start) or None."""
+        state = self._state
+        if state is None or state[0] != key:
+            return None
+        _, n, last, steps, old_stop = state
+        # the history grew at the end (and may have lost its oldest messages)
+        for back in range(min(len(history), 16)):
+            i = len(history) - 1 - back
+            if history[i] is last:
+                offset = i - (n - 1)
+                if i + 1 < len(history) and history[i + 1].role == "tool":
+                    return None  # new results complete the last remembered unit
+                if steps and steps[0].unit.start + offset < stop:
+                    return None
+                if old_stop and steps and steps[-1].unit.start == old_stop:
+                    # the walk's ``stop`` may have cut this unit short (orphaned
+                    # results before it): measure it again
+                    steps = steps[:-1]
+                return offset, steps, i + 1
+        return None
+
+    def save(self, key: Any, history: Sequence[Message], steps: list[_Step], stop: int) -> None:
+        if history:
+            self._state = (key, len(history), history[-1], steps, stop)
+
+
+def _steps(
+    history: Sequence[Message],
+    stop: int,
+    counter: TokenCounter,
+    overhead: MessageOverhead,
+    max_message_tokens: int | None,
+    cache: ShortenCache | None,
+    memo: WindowMemo | None,
+    out: list[_Step],
+) -> Iterator[_Step]:
+    """The units of ``history[stop:]``, newest first, measured; each also appended to ``out``.
+
+    Reuses ``memo``'s steps after walking the messages appended since its walk.
+    """
+    key = (id(counter), overhead, max_message_tokens)
+    reuse = memo._reusable(history, key, stop) if memo is not None else None
+    end = len(history)
+    if reuse is not None:
+        offset, old, fresh_from = reuse
+        if fresh_from <= stop:
+            old = []  # nothing before ``stop`` is walked
+        fresh_from = max(fresh_from, stop)
+        for unit in iter_units_backwards(history, fresh_from, end):
+            step = _measure(history, unit, counter, overhead, max_message_tokens, cache)
+            out.append(step)
+            yield step
+        end = fresh_from
+        for step in old:
+            start, stop_at = step.unit.start + offset, step.unit.end + offset
+            if stop_at != end or start < stop:
+                break
+            if not all(map(is_, history[start:stop_at], step.originals)):
+                break
+            moved = step if not offset else _Step(
+                Unit(start, stop_at, step.unit.kind), step.msgs, step.cost, step.shortened,
+                step.originals,
+            )  # fmt: skip
+            out.append(moved)
+            yield moved
+            end = start
+    for unit in iter_units_backwards(history, stop, end):
+        step = _measure(history, unit, counter, overhead, max_message_tokens, cache)
+        out.append(step)
+        yield step
+
+
+def _measure(
+    history: Sequence[Message],
+    unit: Unit,
+    counter: TokenCounter,
+    overhead: MessageOverhead,
+    max_message_tokens: int | None,
+    cache: ShortenCache | None,
+) -> _Step:
+    originals = tuple(history[unit.start : unit.end])
+    if not unit.ok:
+        return _Step(unit, [], 0, 0, originals)
+    msgs, cost, shortened = _unit_messages(
+        history, unit, counter, overhead, max_message_tokens, cache
+    )
+    return _Step(unit, msgs, cost, shortened, originals)
+
+
 def select_window(
     history: Sequence[Message],
     allowance: int,
@@ -168,16 +299,19 @@ def select_window(
     max_units: int | None = None,
     stop: int = 0,
     cache: ShortenCache | None = None,
+    memo: WindowMemo | None = None,
 ) -> WindowResult:
     """The newest units of ``history[stop:]`` that fit in ``allowance`` tokens.
 
     Only the messages the walk reaches are looked at; one that is not a `Message`
-    raises `InvalidMessageError` naming its index.
+    raises `InvalidMessageError` naming its index. ``memo`` remembers the walk for
+    the next build over the same, grown, history (see the module docstring).
     """
     try:
         return _select(
-            history, allowance, counter, overhead, max_message_tokens, max_units, stop, cache
-        )
+            history, allowance, counter, overhead, max_message_tokens, max_units, stop, cache,
+            memo,
+        )  # fmt: skip
     except AttributeError:
         for i, m in enumerate(history):
             if not isinstance(m, Message):
@@ -196,10 +330,14 @@ def _select(
     max_units: int | None,
     stop: int,
     cache: ShortenCache | None,
+    memo: WindowMemo | None,
 ) -> WindowResult:
     result = WindowResult(start=len(history), considered_end=len(history))
     remaining = allowance
-    for unit in iter_units_backwards(history, stop):
+    seen: list[_Step] = []
+    walk = _steps(history, stop, counter, overhead, max_message_tokens, cache, memo, seen)
+    for step in walk:
+        unit = step.unit
         result.considered_end = unit.start
         if not unit.ok:
             why = (
@@ -213,9 +351,7 @@ def _select(
             result.stopped = f"window size ({max_units} units)"
             result.considered_end = unit.end
             break
-        msgs, cost, shortened = _unit_messages(
-            history, unit, counter, overhead, max_message_tokens, cache
-        )
+        msgs, cost, shortened = step.msgs, step.cost, step.shortened
         if cost > remaining and not result.taken and remaining > 0:
             # the newest unit alone is too big: shorten its long parts to fit
             per = max(1, remaining // max(1, len(msgs)))
@@ -229,6 +365,8 @@ def _select(
             break
         result.taken.append(_Taken(unit, msgs, cost, shortened))
         remaining -= cost
+    if memo is not None:
+        memo.save((id(counter), overhead, max_message_tokens), history, seen, stop)
     return _finish(result, len(result.taken))
 
 
