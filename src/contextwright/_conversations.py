@@ -110,7 +110,7 @@ class _Calls(AsyncStore):
         self._owner = owner
 
     async def _run(self, call: Callable[[], T]) -> T:
-        if self._owner._loop is not None and asyncio.get_running_loop() is self._owner._loop:
+        if self._owner._inline():
             if self._closed:
                 raise StoreError(f"{self!r} is closed")
             return call()
@@ -197,6 +197,10 @@ class Conversations:
             counter=engine.counter,
         )  # fmt: skip
         self._extra = [recall_source] if recall else []
+
+    def _inline(self) -> bool:
+        """Whether this runs on the sync API's private loop (store calls run inline there)."""
+        return self._loop is not None and asyncio.get_running_loop() is self._loop
 
     # -- writing ---------------------------------------------------------------------
 
@@ -406,12 +410,15 @@ class Conversations:
         history, turns, summary_rec = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
         # The new message is stored while the context is built (the store works on
-        # its own thread), so a turn pays for one of the two, not both.
-        storing = (
-            asyncio.ensure_future(self.append(conversation, [current], tenant=tenant, user=user))
-            if store_message
-            else None
-        )
+        # its own thread), so a turn pays for one of the two, not both; under the
+        # sync API the store runs inline, so it is simply stored first.
+        storing: asyncio.Future[list[Message]] | None = None
+        if store_message and self._inline():
+            await self.append(conversation, [current], tenant=tenant, user=user)
+        elif store_message:
+            storing = asyncio.ensure_future(
+                self.append(conversation, [current], tenant=tenant, user=user)
+            )
         try:
             built = await self.engine.build(
                 current, history=history, budget=budget, summary=summary, tenant=tenant,
