@@ -120,6 +120,10 @@ GOAL_BUILD_P50_MS = 1.0
 GOAL_BUILD_P99_MS = 5.0
 GOAL_SCALING = 1.3
 GOAL_COMPACT_MS = 20.0
+# The build loops' engines (sources, recall): the eight default sources of bench_build,
+# or history alone (system prompt, summary, window — what the peers do), each with and
+# without recall of old turns.
+CONFIGS = ((True, True), (True, False), (False, True), (False, False))
 
 
 # -- the synthetic thread ------------------------------------------------------------------
@@ -685,7 +689,9 @@ class Phases:
         conv._tail, conv._check, conv.append = _tail, _check, append  # type: ignore[method-assign]
 
 
-STORE_CALLS = ("get_conversation", "read", "read_tail", "latest_summary", "search", "append")
+STORE_CALLS = (
+    "get_conversation", "read", "read_tail", "latest_summary", "search", "search_seqs", "append",
+)  # fmt: skip
 
 
 def record_store(store: SQLiteStore, names: Sequence[str] = STORE_CALLS) -> dict[str, Any]:
@@ -743,17 +749,18 @@ def bench_turns(
     template: dict[str, Any],
     now: float,
     recall: bool,
+    sources: bool,
     pairs: list[tuple[str, Message]],
     max_seconds: float,
     console: Console,
 ) -> dict[str, Any]:
     """The turn loop on a copy of ``template`` (its first build already done), in a new process state."""
     n = template["messages"]
-    path = wd.db(f"build-{n}-{'recall' if recall else 'norecall'}")
+    path = wd.db(f"build-{n}-{'recall' if recall else 'norecall'}-{int(sources)}")
     shutil.copyfile(template["path"], path)
     store = SQLiteStore(path)
     calls = record_store(store)
-    conv = Conversations(make_engine(now), store, recall=recall)
+    conv = Conversations(make_engine(now, sources=sources), store, recall=recall)
     phases = Phases(conv)
     build_ms: list[float] = []
     append_ms: list[float] = []
@@ -797,6 +804,7 @@ def bench_turns(
     out = {
         "messages": n,
         "recall": recall,
+        "sources": sources,
         "restart_ms": restart_ms,
         "build_ms": build_ms,
         "append_ms": append_ms,
@@ -814,11 +822,16 @@ def bench_turns(
     }
     conv.close()
     console.print(
-        f"  build loop @ {n:,}, recall {'on' if recall else 'off'}: {builds} warm turns in "
+        f"  build loop @ {n:,}, {config_label(sources, recall)}: {builds} warm turns in "
         f"{time.perf_counter() - started:.1f} s, {summaries} background summaries "
         f"(waited {sum(idle_ms) / 1e3:.2f} s for them, untimed)"
     )
     return out
+
+
+def config_label(sources: bool, recall: bool) -> str:
+    """How a build loop's engine is set up, as the tables name it."""
+    return ("8 sources" if sources else "history only") + (" + recall" if recall else "")
 
 
 def bench_trim(thread: list[Message], n: int, seconds: float = 1.0) -> dict[str, Any]:
@@ -1121,9 +1134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{tp['cold_ms'] / 1e3:.2f} s ({tp['cold_compaction'].get('urgency')}), "
                 f"{time.perf_counter() - t:.1f} s in all"
             )
-            for recall in (True, False):
+            for sources, recall in CONFIGS:
                 loops.append(
-                    bench_turns(wd, tp, now, recall, pairs[1:], args.loop_seconds, console)
+                    bench_turns(
+                        wd, tp, now, recall, sources, pairs[1:], args.loop_seconds, console
+                    )
                 )
         t = time.perf_counter()
         trims = [bench_trim(thread, n) for n in sizes]
@@ -1236,19 +1251,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             tab.add_column(col, justify=just)  # type: ignore[arg-type]
         by_size = {tp["messages"]: tp for tp in templates}
-        p50s: dict[tuple[int, bool], float] = {}
+        p50s: dict[tuple[int, bool, bool], float] = {}
         for lp in loops:
-            p50s[(lp["messages"], lp["recall"])] = statistics.median(lp["build_ms"])
+            p50s[(lp["messages"], lp["sources"], lp["recall"])] = statistics.median(lp["build_ms"])
         for i, n in enumerate(sizes):
             tp = by_size[n]
             for lp in (x for x in loops if x["messages"] == n):
                 s = stats(lp["build_ms"])
                 a = stats(lp["append_ms"])
-                prev = p50s.get((sizes[i - 1], lp["recall"])) if i else None
+                cfg = config_label(lp["sources"], lp["recall"])
+                prev = p50s.get((sizes[i - 1], lp["sources"], lp["recall"])) if i else None
                 check = "ok" if not lp["over_budget"] else f"OVER ×{lp['over_budget']}"
                 tab.add_row(
                     f"{n:,}",
-                    "cw build_sync" + ("" if lp["recall"] else ", recall off"),
+                    f"cw build_sync, {cfg}",
                     str(s["n"]),
                     f"{tp['cold_ms']:,.0f} / {lp['restart_ms']:,.0f}",
                     f"{s['p50']:.2f}",
@@ -1259,10 +1275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{a['p50']:.2f} / {a['p95']:.2f}",
                     str(lp["summaries"]),
                     f"{check} (≤ {lp['worst_tokens']:,})",
-                    f"{len(lp['sources_in'])}/{8 + lp['recall']} sources in; import "
+                    f"{len(lp['sources_in'])}/{8 * lp['sources'] + lp['recall']} sources in; import "
                     f"{tp['import_s']:.1f} s; {lp['journal']} {tp['file_mb']:.0f} MB",
                 )
-                label = f" @ {n:,}" + ("" if lp["recall"] else ", recall off")
+                label = f" @ {n:,}, {cfg}"
                 goals.append(
                     (
                         "build p50" + label,
@@ -1306,13 +1322,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "p50 over the p50 at the next smaller history. bg sum.: background summaries "
             "during the loop."
         )
-        for recall in (True, False):
+        for sources, recall in CONFIGS:
             for a_n, b_n in itertools.pairwise(sizes):
-                if (a_n, recall) in p50s and (b_n, recall) in p50s:
-                    ratio = p50s[(b_n, recall)] / p50s[(a_n, recall)]
+                a_k, b_k = (a_n, sources, recall), (b_n, sources, recall)
+                if a_k in p50s and b_k in p50s:
+                    ratio = p50s[b_k] / p50s[a_k]
                     goals.append(
                         (
-                            f"build p50 {b_n:,} / {a_n:,}" + ("" if recall else ", recall off"),
+                            f"build p50 {b_n:,} / {a_n:,}, {config_label(sources, recall)}",
                             f"≤ {GOAL_SCALING}×",
                             f"{ratio:.2f}×",
                             ratio <= GOAL_SCALING,
@@ -1326,7 +1343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "timed on the store's worker thread"
         )
         keys = list(dict.fromkeys(k for lp in loops for k in lp["stage_means_ms"]))
-        cols = ("history", "recall", *keys, "wall − total", "_tail", "_check", "store msg")
+        cols = ("history", "engine", *keys, "wall − total", "_tail", "_check", "store msg")
         for col in (*cols, "store calls (ms, calls per build)"):
             tab.add_column(col, justify="left" if col.startswith("store calls") else "right")
         for lp in loops:
@@ -1337,7 +1354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             tab.add_row(
                 f"{lp['messages']:,}",
-                "on" if lp["recall"] else "off",
+                config_label(lp["sources"], lp["recall"]),
                 *(f"{lp['stage_means_ms'].get(k, 0.0):.3f}" for k in keys),
                 f"{lp['wrapper_ms']:.3f}",
                 f"{ph['_tail']:.3f}",

@@ -188,12 +188,13 @@ class Conversations:
         self._jobs: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
         # The stateful default recalls sparingly, so that a turn stays cheap however
         # long the conversation: a few dozen full-text hits, no second (feedback)
-        # search, and only words found in at most 200 turns (BM25 scores every
-        # match: common words made the search grow with the conversation). The
-        # memory-QA configuration (`RecallSource.for_memory_qa`) spends more.
+        # search, and only the rarest words, up to 100 matching turns in all (BM25
+        # scores every match, a few microseconds each: common words made the
+        # search grow with the conversation). The memory-QA configuration
+        # (`RecallSource.for_memory_qa`) spends more.
         cheap = TurnRanker(RankWeights(feedback_weight=0.0))
         recall_source = RecallSource(
-            store=self.db, search_limit=32, ranker=cheap, max_term_turns=200,
+            store=self.db, search_limit=32, ranker=cheap, match_budget=100,
             counter=engine.counter,
         )  # fmt: skip
         self._extra = [recall_source] if recall else []

@@ -75,6 +75,21 @@ MEMORY_QA_SHARES: Mapping[Any, float] = {
 }
 
 
+def _rarest(words: str, df: Mapping[str, int], budget: int) -> str:
+    """The rarest of ``words`` whose turn counts (``df``) add up to at most ``budget``."""
+    unique = list(dict.fromkeys(w.lower() for w in words.split()))
+    unique.sort(key=lambda w: df.get(w, 0))  # stable: the query's order among equals
+    kept: list[str] = []
+    spent = 0
+    for w in unique:
+        n = df.get(w, 0)
+        if spent + n > budget:
+            break
+        kept.append(w)
+        spent += n
+    return " ".join(kept)
+
+
 class SearchesMessages(Protocol):
     """What recall needs from a store: `AsyncStore.search`, and `AsyncStore.read` to index turns."""
 
@@ -110,10 +125,11 @@ class RecallSource(SourceBase):
     embedder for vector evidence). ``counter`` makes packing exact. ``fill``
     takes turns without any match too. ``search_limit`` bounds the full-text hits
     considered per message; ``max_conversations`` the turn indexes kept in memory.
-    ``max_term_turns`` leaves out of the search the words found in more turns
-    than that: they say little about which turn is meant, and full-text ranking
-    scores every match, so they made a search cost grow with the conversation
-    (None: every word is searched).
+    ``match_budget`` bounds the cost of a search: full-text ranking scores every
+    turn that matches any word, so the words are taken rarest first (by the turns
+    that contain them) until their turn counts add up to this, and the common
+    rest is left out — those say least about which turn is meant, and they made
+    a search grow with the conversation (None: every word is searched).
     """
 
     store: Any = None  # SearchesMessages
@@ -126,7 +142,7 @@ class RecallSource(SourceBase):
     ranker: TurnRanker = field(default_factory=TurnRanker)
     fill: bool = False
     search_limit: int = 500
-    max_term_turns: int | None = None
+    match_budget: int | None = None
     session_gap: float = 3600.0
     max_conversations: int = 16
 
@@ -231,9 +247,8 @@ class RecallSource(SourceBase):
         if self.ranker.embedder is not None and index.vectors is not None:
             vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
         words = analysis.text
-        if self.max_term_turns is not None:
-            df, cap = index.word_df, self.max_term_turns
-            words = " ".join(w for w in words.split() if df[w.lower()] <= cap)
+        if self.match_budget is not None:
+            words = _rarest(words, index.word_df, self.match_budget)
         scores: dict[int, float] = {}
         try:
             if words.strip():
