@@ -18,6 +18,24 @@ the `Compression` carries it with a key, the caller writes it to working memory
 (the store's ``put_working``, with a TTL), and the prompt shows the compressed view
 plus a pointer naming the read-back tool (`readback_tool`) the model can call to
 page through the original. The compressor itself does no I/O.
+
+**Counting only what enters the prompt.** Counting a whole 8 KB result exactly
+just to learn that it is too big was most of the cost of appending tool results
+(a 10,000-message import spent 1.7 s of 3.9 s in the tokenizer, mostly on
+originals). The view that enters the prompt is always counted exactly — stored
+counts and the prompt budget depend on it — but the original only when the
+answer could change a decision:
+
+* with a byte-level BPE counter (tiktoken) a text of at most ``max_tokens`` UTF-8
+  bytes is kept without doubt: such a tokenizer starts from one token per byte
+  and only ever merges, so it never makes more tokens than bytes;
+* a text of more than ``2 * SAMPLE_CHARS`` characters is first *estimated*: its
+  first `SAMPLE_CHARS` characters are counted and the count scaled to its length.
+  An estimate over twice ``max_tokens`` decides "too big" (a text that size which
+  would still fit needs its head to be twice as dense as the whole); anything
+  nearer is counted exactly, so a result is never kept unless its exact count
+  fits. An estimated size is reported as such: ``Compression.estimated``, and the
+  pointer says "about N tokens". It also decides ``offload_above``.
 """
 
 from __future__ import annotations
@@ -28,10 +46,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigError
-from .._tokens import TokenCounter, truncate_to_tokens
+from .._tokens import (
+    CachedCounter,
+    TiktokenCounter,
+    TokenCounter,
+    _largest_fitting,
+    _safe_cut,
+    truncate_to_tokens,
+)
 
 __all__ = [
     "READBACK_TOOL",
+    "SAMPLE_CHARS",
     "Compression",
     "ToolPolicy",
     "ToolResultCompressor",
@@ -41,6 +67,13 @@ __all__ = [
 
 Strategy = Literal["auto", "json_list", "json_skeleton", "head_tail", "keep"]
 READBACK_TOOL = "read_tool_result"
+# Characters counted to estimate the size of a large result (see the module docstring).
+SAMPLE_CHARS = 1024
+# A head-and-tail view never looks further into the text than this many characters
+# per token of room: no tokenizer averages more, so the cut is found without
+# counting the whole text (a text sparser than that gets a shorter view, never a
+# longer one).
+_MAX_CHARS_PER_TOKEN = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +104,11 @@ class ToolPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Compression:
-    """The prompt view of one result, and what to offload (key, original) if anything."""
+    """The prompt view of one result, and what to offload (key, original) if anything.
+
+    ``tokens_after`` is the exact count of ``text``; ``tokens_before`` is exact
+    unless ``estimated`` (a large result is sized from a counted sample of it).
+    """
 
     text: str
     strategy: str
@@ -79,36 +116,40 @@ class Compression:
     tokens_after: int
     offload_key: str | None = None
     original: str | None = field(default=None, repr=False)
+    estimated: bool = False
 
     @property
     def changed(self) -> bool:
         return self.strategy != "none"
 
 
-def _largest_list(value: Any, path: str = "") -> tuple[str, list[Any]] | None:
-    """The longest list in a JSON value (depth-first), with its path."""
-    best: tuple[str, list[Any]] | None = None
-    if isinstance(value, list):
-        best = (path, value)
-        children = enumerate(value[:50])
-        items: Any = ((f"{path}[{i}]", v) for i, v in children)
-    elif isinstance(value, dict):
-        items = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
-    else:
-        return None
-    for sub_path, sub in items:
-        found = _largest_list(sub, sub_path)
-        if found is not None and (best is None or len(found[1]) > len(best[1])):
-            best = found
+def _largest_list(value: Any) -> list[Any] | None:
+    """The longest list in a JSON value (the first in depth-first order on a tie).
+
+    Only containers are visited, and only the first 50 items of a list: the rows
+    of a large result are alike, so the first ones say where its big lists are.
+    """
+    best: list[Any] | None = None
+
+    def walk(v: Any) -> None:
+        nonlocal best
+        if type(v) is list:
+            if best is None or len(v) > len(best):
+                best = v
+            children: Any = v[:50]
+        else:
+            children = v.values()
+        for x in children:
+            if type(x) is list or type(x) is dict:
+                walk(x)
+
+    if type(value) is list or type(value) is dict:
+        walk(value)
     return best
 
 
-def _cut_list(value: Any, keep: int) -> tuple[Any, int] | None:
-    """``value`` with its largest list cut to ``keep`` items, and how many were dropped."""
-    found = _largest_list(value)
-    if found is None or len(found[1]) <= keep:
-        return None
-    target = found[1]
+def _cut_list(value: Any, target: list[Any], keep: int) -> Any:
+    """``value`` with the list ``target`` (inside it) cut to ``keep`` items and a note."""
     dropped = len(target) - keep
     marker = f"… {dropped} more item(s) of {len(target)} not shown"
 
@@ -121,7 +162,7 @@ def _cut_list(value: Any, keep: int) -> tuple[Any, int] | None:
             return {k: rebuild(x) for k, x in v.items()}
         return v
 
-    return rebuild(value), dropped
+    return rebuild(value)
 
 
 def _skeleton(value: Any, depth: int = 0) -> Any:
@@ -143,6 +184,18 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _at_most_one_token_per_byte(counter: TokenCounter) -> bool:
+    """Whether ``counter`` never counts more tokens than a text has UTF-8 bytes.
+
+    True of byte-level BPE (tiktoken): it starts from one token per byte and only
+    merges. Other counters (the heuristic, Hugging Face tokenizers that add a
+    prefix token) make no such promise, and their results are counted.
+    """
+    while isinstance(counter, CachedCounter):
+        counter = counter.inner
+    return isinstance(counter, TiktokenCounter)
+
+
 class ToolResultCompressor:
     """Shows large tool results compactly, per tool; see the module docstring."""
 
@@ -160,6 +213,7 @@ class ToolResultCompressor:
         # The read-back tool's pages are never compressed or offloaded again.
         self.policies.setdefault(readback_name, ToolPolicy(strategy="keep", offload_above=None))
         self.readback_name = readback_name
+        self._bytes_bound = _at_most_one_token_per_byte(counter)
 
     def policy(self, tool: str | None) -> ToolPolicy:
         return self.policies.get(tool or "", self.default)
@@ -168,30 +222,52 @@ class ToolResultCompressor:
         """The view of ``content`` (a result of ``tool``) for the prompt.
 
         ``key`` names the offloaded original (e.g. ``tool:<call id>``); without it
-        nothing is offloaded.
+        nothing is offloaded. A result is kept as it is only when its exact count
+        fits ``max_tokens`` (or its UTF-8 size does, for a byte-level BPE counter).
         """
         policy = self.policy(tool)
-        before = self.counter.count(content)
-        if policy.strategy == "keep" or before <= policy.max_tokens:
+        limit = policy.max_tokens
+        count = self.counter.count
+        small = (
+            self._bytes_bound
+            and len(content) <= limit
+            and len(content.encode("utf-8", "surrogatepass")) <= limit
+        )
+        if small or policy.strategy == "keep":
+            n = count(content)
+            return Compression(content, "none", n, n)
+        before, exact = self._size(content, limit)
+        if exact and before <= limit:
             return Compression(content, "none", before, before)
         offload = bool(key) and policy.offload_above is not None and before > policy.offload_above
-        pointer = self._pointer(key, before) if offload else ""
-        room = policy.max_tokens - (self.counter.count(pointer) + 1 if pointer else 0)
-        text, strategy = self._view(content, policy, max(room, 8))
+        pointer = self._pointer(key, before, exact) if offload else ""
+        room = limit - (count(pointer) + 1 if pointer else 0)
+        text, strategy = self._view(content, policy, max(room, 8), before)
         if pointer:
             text = f"{text}\n{pointer}"
-        after = self.counter.count(text)
+        after = count(text)
         return Compression(
-            text, strategy, before, after, key if offload else None, content if offload else None
-        )
+            text, strategy, before, after, key if offload else None, content if offload else None,
+            not exact,
+        )  # fmt: skip
 
-    def _pointer(self, key: str, tokens: int) -> str:
+    def _size(self, content: str, limit: int) -> tuple[int, bool]:
+        """(tokens, exact): the exact count, or an estimate when it is surely over 2 * limit."""
+        n = len(content)
+        if n > 2 * SAMPLE_CHARS:
+            estimate = self.counter.count(content[:SAMPLE_CHARS]) * n / SAMPLE_CHARS
+            if estimate > 2 * limit:
+                return max(10, int(round(estimate, -1))), False
+        return self.counter.count(content), True
+
+    def _pointer(self, key: str, tokens: int, exact: bool = True) -> str:
+        size = f"{tokens} tokens" if exact else f"about {tokens} tokens"
         return (
-            f"[full result ({tokens} tokens) saved as {key!r}: "
+            f"[full result ({size}) saved as {key!r}: "
             f"call {self.readback_name}(key={json.dumps(key)}, page=1) to read it]"
         )
 
-    def _view(self, content: str, policy: ToolPolicy, room: int) -> tuple[str, str]:
+    def _view(self, content: str, policy: ToolPolicy, room: int, tokens: int) -> tuple[str, str]:
         parsed: Any = None
         is_json = False
         if policy.strategy in ("auto", "json_list", "json_skeleton"):
@@ -204,12 +280,10 @@ class ToolResultCompressor:
                     is_json = False
         count = self.counter.count
         if is_json and policy.strategy in ("auto", "json_list"):
+            target = _largest_list(parsed)
             keep = policy.list_items
-            while keep >= 0:
-                cut = _cut_list(parsed, keep)
-                if cut is None:
-                    break
-                text = _dumps(cut[0])
+            while target is not None and keep >= 0 and len(target) > keep:
+                text = _dumps(_cut_list(parsed, target, keep))
                 if count(text) <= room:
                     return text, "json_list"
                 keep = keep - 1 if keep > 1 else -1
@@ -217,10 +291,32 @@ class ToolResultCompressor:
             text = _dumps(_skeleton(parsed))
             if count(text) <= room:
                 return text, "json_skeleton"
+        return self._head_tail(content, room, tokens), "head_tail"
+
+    def _head_tail(self, text: str, room: int, tokens: int) -> str:
+        """The head and tail of ``text`` around a note of what was left out, within ``room``.
+
+        `truncate_to_tokens` with ``keep="both"``, except that the whole text is
+        never counted: ``tokens`` (its size, exact or estimated) only guides the
+        first guess, and the cut is searched among the first
+        ``room * _MAX_CHARS_PER_TOKEN`` characters.
+        """
         marker = "\n…[{omitted} characters of this tool result not shown]…\n"
-        return truncate_to_tokens(
-            content, room, self.counter, keep="both", marker=marker
-        ), "head_tail"
+        count = self.counter.count
+        n = len(text)
+
+        def build(k: int) -> str:
+            head = _safe_cut(text, (k + 1) // 2)
+            tail_start = _safe_cut(text, n - k // 2) if k // 2 else n
+            if not marker:
+                return text[:head] + text[tail_start:]
+            return text[:head] + marker.format(omitted=tail_start - head) + text[tail_start:]
+
+        if count(build(0)) > room:
+            marker = ""
+        top = min(n - 1, room * _MAX_CHARS_PER_TOKEN)
+        guess = int(n * room / max(tokens, 1))
+        return build(_largest_fitting(top, lambda k: count(build(k)) <= room, guess))
 
 
 def readback_tool(
