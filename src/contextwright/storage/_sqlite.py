@@ -260,40 +260,46 @@ class SQLiteStore(HistoryTables):
                 ):
                     known[row[3]] = row
             now = self.clock()
+            if isinstance(now, bool) or not isinstance(now, (int, float)):
+                raise ConfigError(f"the store's clock must return seconds, got {now!r}")
             new: list[tuple[Any, ...]] = []
             bodies: list[str] = []
             saved: dict[str, Message] = {}
             out: list[Message] = []
+            total = 0
             for i, p in enumerate(batch):
                 m = p.message
-                if m.id in known:
-                    row = known[m.id]
+                mid = m.id
+                if mid in known:
+                    row = known[mid]
                     if not p.same_content(row):
                         raise InvalidMessageError(
                             f"messages[{i}].id",
-                            f"message id {m.id!r} is already stored in conversation "
+                            f"message id {mid!r} is already stored in conversation "
                             f"{conversation!r} (seq {row[0]}) with different content",
                         )
-                    out.append(saved.get(m.id) or _rows.message(row))
+                    out.append(saved.get(mid) or _rows.message(row))
                     continue
                 seq += 1
                 created = now if m.created_at is None else m.created_at
                 n = p.tokens
-                made_by = counter if n is not None else ""
-                row = (seq, n, made_by, m.id, m.role, created, m.name, p.meta, p.parts)
+                row = (seq, n, counter if n is not None else "", mid, m.role, created, m.name, p.meta, p.parts)  # fmt: skip
                 new.append((cid, p.size, *row))
                 bodies.append(p.body)
-                known[m.id] = row
-                saved[m.id] = msg = m.replace(seq=seq, created_at=created)
-                if n is not None and counter:
-                    msg._token_cache[counter] = n  # as _rows.message does for read
+                known[mid] = row
+                # validated when built; only seq and created_at are new (checked above)
+                saved[mid] = msg = m._stamped(seq, created)
+                if n is not None:
+                    total += n
+                    if counter:
+                        msg._token_cache[counter] = n  # as _rows.message does for read
                 out.append(msg)
             if new:
                 self._insert(conn, cid, new, bodies)
                 conn.execute(
                     "UPDATE conversations SET last_seq = ?, message_count = message_count + ?, "
                     "token_total = token_total + ?, updated_at = ? WHERE cid = ?",
-                    (seq, len(new), sum(r[3] or 0 for r in new), now, cid),
+                    (seq, len(new), total, now, cid),
                 )
         return out
 
@@ -316,7 +322,11 @@ class SQLiteStore(HistoryTables):
         scope = f"c{cid}"
         conn.executemany(
             "INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)",
-            [(pk, scope, body) for pk, body in zip(pks, bodies, strict=True) if body.strip()],
+            [
+                (pk, scope, body)
+                for pk, body in zip(pks, bodies, strict=True)
+                if body and not body.isspace()  # (strip() copied every body)
+            ],
         )
 
     def read(
