@@ -286,7 +286,7 @@ class Message:
         values.update(changes)
         return Message(**values)
 
-    def _stamped(self, seq: int, created_at: float) -> Message:
+    def _stamped(self, seq: int, created_at: float | None) -> Message:
         """A copy with ``seq`` and ``created_at`` set, without validating it again.
 
         For the store, which assigns both to messages that were validated when they

@@ -14,10 +14,12 @@ decides, per tool, how a result too large for the prompt is shown:
 * ``auto`` — the first of the above that fits.
 
 When a result is larger than ``offload_above`` tokens the full text is *offloaded*:
-the `Compression` carries it with a key, the caller writes it to working memory
-(the store's ``put_working``, with a TTL), and the prompt shows the compressed view
-plus a pointer naming the read-back tool (`readback_tool`) the model can call to
-page through the original. The compressor itself does no I/O.
+the `Compression` carries it with a key, the caller makes it readable from working
+memory under that key for the policy's TTL, and the prompt shows the compressed
+view plus a pointer naming the read-back tool (`readback_tool`) the model can call
+to page through the original. (`Conversations` does not copy the original: with an
+`SQLiteStore` the key refers to the stored message, which keeps it verbatim; see
+``SQLiteStore.append_with_readback``.) The compressor itself does no I/O.
 
 **Counting only what enters the prompt.** Counting a whole 8 KB result exactly
 just to learn that it is too big was most of the cost of appending tool results

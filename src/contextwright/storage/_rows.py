@@ -16,7 +16,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError
-from .._messages import ImagePart, Message, TextPart, _part_to_dict
+from .._messages import ImagePart, Message, TextPart, ToolResultPart, _part_to_dict
 from ._base import CompactionEntry, ConversationInfo, Summary
 from ._fts import index_text, segment
 
@@ -184,6 +184,33 @@ def prepare_messages(
                 f"messages[{i}]", f"must be a Message, got {type(msg).__name__}"
             )
         out.append(PreparedMessage(msg, n, f"messages[{i}]"))
+    return out
+
+
+def readback_refs(
+    readback: Sequence[tuple[int, str, str, float]], batch: Sequence[PreparedMessage]
+) -> list[tuple[int, str, str, float]]:
+    """Checked ``(i, call_id, key, ttl)`` of `SQLiteStore.append_with_readback`.
+
+    Each must name a tool message of the batch holding a text result of that call.
+    """
+    out = []
+    for j, ref in enumerate(readback):
+        where = f"readback[{j}]"
+        if not isinstance(ref, tuple) or len(ref) != 4:
+            raise InvalidMessageError(where, "must be a tuple (index, call_id, key, ttl)")
+        i, call_id, key, ttl = ref
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(batch):
+            raise InvalidMessageError(where, f"index {i!r} is not a message of the batch")
+        name(key, "key")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ConfigError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        if not any(
+            isinstance(p, ToolResultPart) and p.call_id == call_id and isinstance(p.content, str)
+            for p in batch[i].message.parts
+        ):
+            raise InvalidMessageError(where, f"messages[{i}] holds no text result of {call_id!r}")
+        out.append((i, call_id, key, float(ttl)))
     return out
 
 
