@@ -23,6 +23,7 @@ from contextwright import (
     TiktokenCounter,
     ToolCallPart,
     UserError,
+    count_message,
     count_messages,
     group_units,
 )
@@ -370,3 +371,81 @@ def test_recall_brings_back_exact_old_turns(tmp_path):
     built = convs.build_sync("c", "我在哪里工作?", tenant="t", user="u")
     assert "我今年35岁，在上海工作。" in "\n".join(m.text for m in built.messages)
     convs.close()
+
+
+def test_offloaded_results_are_not_stored_twice(convs):
+    convs.append_sync("c", thread(6), tenant="t", user="u")  # bulk path
+    for m in thread(1):  # and the single-message path
+        convs.append_sync("c", [m.replace(id=m.id + "-again")], tenant="t", user="u")
+    rows = convs.store._conn.execute("SELECT key, content, meta FROM working_memory").fetchall()
+    assert {r[0] for r in rows} == {"tool:call_0", "tool:call_5"}
+    assert all(r[1] == "" for r in rows)  # references to the stored messages, not copies
+    original = next(m for m in convs.store.read("c", tenant="t") if m.role == "tool")
+    pages, page = [], 1
+    while True:
+        text = convs._run(convs.read_back("c", "tool:call_0", page, tenant="t"))
+        if "does not exist" in text:
+            break
+        pages.append(text.split("\n", 1)[1])
+        page += 1
+    assert "".join(pages) == original.text  # the read-back pages cover the original
+
+
+class PlainStore:
+    """A `Store` that is not an SQLiteStore: Conversations must use put_working."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.working: list[str] = []
+
+    def put_working(self, conversation, key, content, **kw):
+        self.working.append(key)
+        return self.inner.put_working(conversation, key, content, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_other_stores_get_offloaded_originals_with_put_working(tmp_path):
+    store = PlainStore(SQLiteStore(tmp_path / "p.db"))
+    engine = ContextEngine(counter=H, budget=3000)
+    convs = Conversations(engine, store)  # type: ignore[arg-type]
+    convs.append_sync("c", thread(1), tenant="t", user="u")
+    assert store.working == ["tool:call_0"]
+    item = store.inner.get_working("c", "tool:call_0", tenant="t")
+    assert item.content == next(m.text for m in thread(1) if m.role == "tool")
+    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t"))
+    assert page.startswith("[page 1 of")
+    convs.close()
+
+
+@pytest.mark.parametrize("batch", [1, 7, 50, 1000])
+def test_bulk_appends_leave_the_tail_single_appends_leave(tmp_path, batch):
+    # The tail grown batch by batch (only the newest messages that fit are kept)
+    # is the one one-by-one pushes make, and the one a fresh process reads back.
+    msgs = thread(120)
+    engine = ContextEngine(counter=H, budget=600)
+    convs = Conversations(engine, SQLiteStore(tmp_path / "t.db"))
+    convs._schedule = lambda *a, **k: None  # type: ignore[method-assign]  # no summaries meanwhile
+    convs.append_sync("c", msgs[:3], tenant="t", user="u")
+    convs._run(convs._tail("c", "t"))  # a tail exists from here on: appends grow it
+    for i in range(3, len(msgs), batch):
+        convs.append_sync("c", msgs[i : i + batch], tenant="t", user="u")
+    tail = convs._tails[("t", "c")]
+    reference = Conversations(ContextEngine(counter=H, budget=600), SQLiteStore(tmp_path / "r.db"))
+    reference.append_sync("c", msgs[:3], tenant="t", user="u")
+    ref = reference._run(reference._tail("c", "t"))
+    for m in msgs[3:]:
+        reference.append_sync("c", [m], tenant="t", user="u")
+    assert [m.seq for m in tail.messages] == [m.seq for m in ref.messages]
+    assert [m.text for m in tail.messages] == [m.text for m in ref.messages]
+    assert (tail.tokens, tail.total_tokens, tail.user_turns, tail.last_seq) == (
+        ref.tokens, ref.total_tokens, ref.user_turns, ref.last_seq,
+    )  # fmt: skip
+    assert tail.tokens == sum(count_message(engine.counter, m) for m in tail.messages)
+    cold = Conversations(ContextEngine(counter=H, budget=600), SQLiteStore(tmp_path / "t.db"))
+    fresh_tail = cold._run(cold._tail("c", "t"))
+    assert [m.seq for m in fresh_tail.messages] == [m.seq for m in tail.messages]
+    assert fresh_tail.total_tokens == tail.total_tokens
+    for c in (convs, reference, cold):
+        c.close()

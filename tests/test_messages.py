@@ -103,3 +103,18 @@ def test_well_formed_conversations_have_no_broken_units(msgs):
     units = group_units(msgs)
     assert all(u.ok for u in units)
     assert sum(len(u) for u in units) == len(msgs)
+
+
+@given(conversations())
+def test_stamped_copy_equals_replace(msgs):
+    # The store's unchecked copy must stay field-for-field what replace() makes: a
+    # field added to Message without adding it to _stamped fails here.
+    import dataclasses
+
+    for i, m in enumerate(msgs):
+        m._token_cache["x"] = 1
+        fast, slow = m._stamped(i + 1, 1700.5), m.replace(seq=i + 1, created_at=1700.5)
+        for f in dataclasses.fields(Message):
+            assert getattr(fast, f.name) == getattr(slow, f.name), f.name
+        assert fast == slow
+        assert fast._token_cache == {}

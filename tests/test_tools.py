@@ -143,3 +143,77 @@ def test_tool_definitions_match_the_sdk_types():
 def test_bad_policies(kwargs):
     with pytest.raises(ConfigError):
         ToolPolicy(**kwargs)
+
+
+# -- counting only what enters the prompt -------------------------------------------------
+
+_TEXTS = st.one_of(
+    st.text(max_size=3000),
+    st.text(alphabet="ab \n{}[]\",:0123456789", max_size=6000),
+    st.text(alphabet="上海工作我们 the refund", max_size=3000),
+    st.builds(lambda n, w: (w + " ") * n, st.integers(0, 1500), st.sampled_from(["a", "hello", " ", "…", "🙂", "上海"])),
+    st.builds(lambda n: search_result(n), st.integers(0, 60)),
+)  # fmt: skip
+
+
+@given(_TEXTS, st.integers(16, 1200))
+def test_property_a_kept_result_always_fits_by_the_exact_count(text, max_tokens):
+    # The cheap decisions (UTF-8 size, a counted sample) may only ever send a result
+    # that would fit to compression, never keep one that does not.
+    comp = ToolResultCompressor(C, default=ToolPolicy(max_tokens=max_tokens, offload_above=None))
+    out = comp.compress(text, tool="t", key="tool:1")
+    exact = C.count(text)
+    if not out.changed:
+        assert out.text == text
+        assert out.tokens_before == out.tokens_after == exact <= max_tokens
+        assert not out.estimated
+    else:
+        assert exact > max_tokens or out.estimated
+        assert out.tokens_after == C.count(out.text) <= max_tokens
+        if not out.estimated:
+            assert out.tokens_before == exact
+
+
+def test_a_large_result_is_never_counted_whole():
+    from contextwright import CachedCounter
+
+    counter = CachedCounter(C)
+    comp = ToolResultCompressor(counter, default=ToolPolicy(max_tokens=300, offload_above=1000))
+    original = search_result(400)  # about 100,000 characters
+    out = comp.compress(original, tool="search", key="tool:call_7")
+    counted = list(counter._cache)
+    assert original not in counted
+    assert max(map(len, counted)) < 2_000  # the sample, the pointer and the views
+    assert out.estimated
+    assert out.offload_key == "tool:call_7"
+    assert "about " in out.text  # the pointer says the size is an estimate
+    exact = C.count(original)
+    assert 0.8 * exact < out.tokens_before < 1.25 * exact
+    assert out.tokens_after == C.count(out.text) <= 300
+
+
+def test_small_results_by_bytes_are_kept_and_counted_once():
+    from contextwright import CachedCounter
+
+    counter = CachedCounter(C)
+    comp = ToolResultCompressor(counter, default=ToolPolicy(max_tokens=64))
+    out = comp.compress("ok, 3 rows: " + "x" * 40, tool="sql", key="tool:1")
+    assert not out.changed
+    assert out.tokens_before == C.count(out.text)
+    assert counter.misses == 1
+
+
+@given(st.text(min_size=1, max_size=4000), st.integers(8, 300))
+def test_property_head_and_tail_matches_truncate_to_tokens(text, room):
+    from contextwright import truncate_to_tokens
+
+    comp = ToolResultCompressor(C)
+    exact = C.count(text)
+    if exact <= room:
+        return  # the compressor only cuts results that do not fit
+    marker = "\n…[{omitted} characters of this tool result not shown]…\n"
+    expected = truncate_to_tokens(text, room, C, keep="both", marker=marker)
+    got = comp._head_tail(text, room, exact)
+    assert C.count(got) <= room
+    if len(text) <= room * 32:  # the search never looks further than that
+        assert got == expected

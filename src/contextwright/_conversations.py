@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
 import time
 from collections import deque
@@ -61,6 +62,9 @@ from .storage import AsyncStore, CompactionEntry, SQLiteStore, Store, Summary
 __all__ = ["Conversations", "MemoryFlush"]
 
 T = TypeVar("T")
+# A tool result to offload: (working-memory key, call id, original text, ttl).
+Offload = tuple[str, str, str, float]
+_NO_OFFLOADS: tuple[Offload, ...] = ()
 
 # Called with (tenant, user, conversation, messages about to leave the prompt);
 # returns how many memories it wrote. The memory part plugs its extractor in here.
@@ -205,12 +209,12 @@ class Conversations:
 
     # -- writing ---------------------------------------------------------------------
 
-    def _view(self, message: Message) -> tuple[Message, list[tuple[str, str, float]]]:
+    def _view(self, message: Message) -> tuple[Message, Sequence[Offload]]:
         """The prompt view of a message (tool results compressed) and what to offload."""
         if message.role != "tool":
-            return message, []
+            return message, _NO_OFFLOADS
         parts: list[ToolResultPart] = []
-        offloads: list[tuple[str, str, float]] = []
+        offloads: list[Offload] = []
         changed = False
         for p in message.tool_results:
             if not isinstance(p.content, str):
@@ -221,17 +225,18 @@ class Conversations:
                 changed = True
                 parts.append(ToolResultPart(p.call_id, c.text, p.is_error, p.name))
                 if c.offload_key and c.original is not None:
-                    offloads.append((c.offload_key, c.original, self.compressor.policy(p.name).ttl))
+                    ttl = self.compressor.policy(p.name).ttl
+                    offloads.append((c.offload_key, p.call_id, c.original, ttl))
             else:
                 parts.append(p)
         if not changed:
-            return message, []
+            return message, _NO_OFFLOADS
         meta = {**message.metadata, "compressed_view": True}
         return message.replace(parts=tuple(parts), metadata=meta), offloads
 
     def _prepare(
         self, messages: Sequence[Message] | Message
-    ) -> tuple[list[Message], list[tuple[Message, list[tuple[str, str, float]]]], list[int]]:
+    ) -> tuple[list[Message], list[tuple[Message, Sequence[Offload]]], list[int]]:
         """Validate, make the prompt views and count them: the pure half of an append."""
         batch = [messages] if isinstance(messages, Message) else list(messages)
         for i, m in enumerate(batch):
@@ -243,19 +248,97 @@ class Conversations:
         counter, ov = self.engine.counter, self.engine.overhead
         return batch, views, [count_message(counter, v, ov) for v, _ in views]
 
+    def _store(
+        self,
+        conversation: str,
+        batch: list[Message],
+        views: list[tuple[Message, Sequence[Offload]]],
+        tokens: list[int],
+        tenant: str,
+        user: str,
+    ) -> list[Message]:
+        """Store a prepared batch and its offloaded tool results, on the calling thread.
+
+        An `SQLiteStore` keeps the messages and their read-back keys in one
+        transaction, the keys referring to the stored tool results (the store
+        already keeps them verbatim: no second copy). Another `Store` gets the
+        originals with `put_working`, one call each, after the messages.
+        """
+        counter = self.engine.counter.name
+        store = self.store
+        if isinstance(store, SQLiteStore):
+            readback = [
+                (i, call_id, key, ttl)
+                for i, (_, offloads) in enumerate(views)
+                for key, call_id, _, ttl in offloads
+            ]
+            return store.append_with_readback(
+                conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
+                readback=readback,
+            )  # fmt: skip
+        stored = store.append(
+            conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
+        )
+        for _, offloads in views:
+            for key, _, original, ttl in offloads:
+                store.put_working(
+                    conversation, key, original, tenant=tenant, ttl=ttl, meta={"kind": "tool_result"}
+                )
+        return stored
+
     def _grow_tail(
         self,
         conversation: str,
         tenant: str,
         stored: list[Message],
-        views: list[tuple[Message, list[tuple[str, str, float]]]],
+        views: list[tuple[Message, Sequence[Offload]]],
         tokens: list[int],
     ) -> None:
+        """Add freshly stored messages to the tail, if nobody else wrote in between.
+
+        Only the newest messages that fit the tail's limit stay in it, so only
+        those get a prompt copy: a bulk batch of 1,000 used to copy and push all
+        1,000 and pop most of them again. The running totals count every message.
+        The result is what `_push`-ing them one by one would leave.
+        """
         tail = self._tails.get((tenant, conversation))
-        if tail is not None and stored and tail.last_seq == (stored[0].seq or 0) - 1:
-            # the common case: nobody else wrote in between, so the tail just grows
-            for saved, (view, _), cost in zip(stored, views, tokens, strict=True):
-                self._push(tail, view.replace(seq=saved.seq), cost)
+        if tail is None or not stored or tail.last_seq != (stored[0].seq or 0) - 1:
+            return
+        limit = 2 * self.window_tokens
+        counter, ov = self.engine.counter, self.engine.overhead
+        key = counter.name if ov is DEFAULT_OVERHEAD else f"{counter.name}|{ov!r}"
+        n = len(stored)
+        start, acc = n - 1, tokens[-1]
+        while start > 0 and acc + tokens[start - 1] <= limit:
+            start -= 1
+            acc += tokens[start]
+        kept: list[Message] = []
+        for j in range(start, n):
+            saved, view = stored[j], views[j][0]
+            # An unchanged message is its own view, and the store's copy of it (same
+            # parts) is that view with seq and created_at: no copy needed.
+            if view.parts is not saved.parts:
+                saved = view._stamped(saved.seq or 0, saved.created_at)
+            saved._token_cache[key] = tokens[j]  # popping it later needs no recount
+            kept.append(saved)
+        with tail.lock:
+            last = tail.last_seq
+            for saved, cost in zip(stored, tokens, strict=True):
+                seq = saved.seq or 0
+                if seq > last:
+                    tail.total_tokens += cost
+                    last = seq
+                if saved.role == "user":
+                    tail.user_turns += 1
+            tail.last_seq = last
+            if start > 0:  # the batch alone fills the tail: nothing older stays
+                tail.messages.clear()
+                tail.tokens = 0
+            while tail.messages and tail.tokens + acc > limit:
+                old = tail.messages.popleft()
+                tail.tokens -= count_message(counter, old, ov)
+            tail.messages.extend(kept)
+            tail.tokens += acc
 
     async def append(
         self,
@@ -267,20 +350,11 @@ class Conversations:
     ) -> list[Message]:
         """Store ``messages`` (oldest first); returns them with their sequence numbers."""
         batch, views, tokens = self._prepare(messages)
-        counter = self.engine.counter.name
-        stored = await self.db.append(
-            conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
+        # one hop to the store's worker for the messages and their read-back keys
+        # (AsyncStore._run is what its own methods use)
+        stored = await self.db._run(
+            functools.partial(self._store, conversation, batch, views, tokens, tenant, user)
         )
-        for _, offloads in views:
-            for key, original, ttl in offloads:
-                await self.db.put_working(
-                    conversation,
-                    key,
-                    original,
-                    tenant=tenant,
-                    ttl=ttl,
-                    meta={"kind": "tool_result"},
-                )
         self._grow_tail(conversation, tenant, stored, views, tokens)
         if len(stored) >= self.compaction.summary_message_threshold:
             # a bulk import: summarise what is outside the window now, in the
@@ -664,31 +738,29 @@ class Conversations:
     ) -> list[Message]:
         """`append` for code without an event loop.
 
-        A small batch goes straight to the store on the caller's thread (the store
-        is thread-safe), skipping the event loop and the worker-thread hop: that
-        hop was most of an append's cost. A bulk batch takes the async path, which
-        also schedules its background summary.
+        The batch goes straight to the store on the caller's thread (the store is
+        thread-safe), skipping the event loop and the worker-thread hop: that hop
+        was most of a small append's cost, and a bulk batch spent a quarter of its
+        time waiting for it. A bulk batch then brings the tail up to date and
+        schedules its background summary, as `append` does.
         """
         if isinstance(messages, Message):
             messages = [messages]
-        if len(messages) >= self.compaction.summary_message_threshold:
-            return self._run(self.append(conversation, messages, tenant=tenant, user=user))
+        bulk = len(messages) >= self.compaction.summary_message_threshold
+        if bulk:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass
+            else:
+                raise UserError("this is the sync API; inside an event loop use the async methods")
         batch, views, tokens = self._prepare(messages)
-        stored = self.store.append(
-            conversation, batch, tenant=tenant, user=user, tokens=tokens,
-            counter=self.engine.counter.name,
-        )  # fmt: skip
-        for _, offloads in views:
-            for key, original, ttl in offloads:
-                self.store.put_working(
-                    conversation,
-                    key,
-                    original,
-                    tenant=tenant,
-                    ttl=ttl,
-                    meta={"kind": "tool_result"},
-                )
+        stored = self._store(conversation, batch, views, tokens, tenant, user)
         self._grow_tail(conversation, tenant, stored, views, tokens)
+        if bulk and len(stored) >= self.compaction.summary_message_threshold:
+            tail = self._run(self._tail(conversation, tenant))
+            if self._check(tail, None).summary_due:
+                self._schedule(conversation, tenant, user, routine=True)
         return stored
 
     def build_sync(self, conversation: str, message: str | Message, **kw: Any) -> BuiltContext:

@@ -66,13 +66,22 @@ def _split_run(match: re.Match[str]) -> str:
 
 
 def segment(text: str) -> str:
-    """``text`` as the index stores it: CJK runs split into bigrams, the rest unchanged."""
+    """``text`` as the index stores it: CJK runs split into bigrams, the rest unchanged.
+
+    ASCII text (all of most tool output and English) cannot hold a CJK run: the
+    check is a C scan at memory speed, where the regex walked every character
+    (85 ms of a 10,000-message import holding 7.5 MB of text).
+    """
+    if text.isascii():
+        return text
     return _CJK_RUN.sub(_split_run, text)
 
 
 def index_text(message: Message) -> str:
     """The searchable text of a message: its text, tool results, and tool calls' names and arguments."""
     text = message.text
+    if message.role != "assistant":  # only assistant messages call tools
+        return text
     calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
     if calls:
         text = "\n".join([text, *(f"{c.name} {c.arguments}" for c in calls)])

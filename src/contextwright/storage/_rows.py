@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError
-from .._messages import ImagePart, Message
+from .._messages import ImagePart, Message, TextPart, ToolResultPart, _part_to_dict
 from ._base import CompactionEntry, ConversationInfo, Summary
 from ._fts import index_text, segment
 
@@ -32,11 +33,28 @@ MSG_COLUMNS = "m.seq, m.tokens, m.counter, m.id, m.role, m.created_at, m.name, m
 _IMAGE_ESTIMATE = 1600
 
 
+# json.dumps with these options builds a new encoder per call; one is enough.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+
+
 def dumps(value: Any, where: str) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise InvalidMessageError(where, f"must be JSON-serialisable ({exc})") from None
+
+
+def parts_json(msg: Message, where: str) -> str:
+    """The stored ``parts`` column: `dumps` of the parts of `Message.to_dict`.
+
+    A message of one text part (most of a conversation) is written directly, with
+    the string encoder `dumps` itself uses, so the text is the same to the byte
+    (an idempotent re-append compares it).
+    """
+    parts = msg.parts
+    if len(parts) == 1 and type(parts[0]) is TextPart:
+        return '[{"text":' + encode_basestring(parts[0].text) + ',"type":"text"}]'
+    return dumps([_part_to_dict(p) for p in parts], where)
 
 
 def name(value: object, label: str) -> str:
@@ -131,14 +149,15 @@ class PreparedMessage:
     def __init__(self, msg: Message, tokens: int | None, where: str) -> None:
         self.message = msg
         self.tokens = tokens
-        self.parts = dumps(msg.to_dict()["parts"], f"{where}.parts")
+        self.parts = parts_json(msg, f"{where}.parts")
         self.meta = dumps(dict(msg.metadata), f"{where}.metadata") if msg.metadata else None
         text = index_text(msg)
         self.body = segment(text)
-        # size is in characters (see estimate); an image counts as the characters
-        # its token allowance is worth.
-        images = sum(isinstance(p, ImagePart) for p in msg.parts)
-        self.size = len(text) + images * _IMAGE_ESTIMATE * 4
+        # size is in characters (see estimate); an image (only user messages hold
+        # image parts) counts as the characters its token allowance is worth.
+        self.size = len(text)
+        if msg.role == "user":
+            self.size += sum(isinstance(p, ImagePart) for p in msg.parts) * _IMAGE_ESTIMATE * 4
 
     def same_content(self, row: Sequence[Any]) -> bool:
         """Whether a stored row (`MSG_COLUMNS`) holds this message's role, parts, name, metadata."""
@@ -165,6 +184,33 @@ def prepare_messages(
                 f"messages[{i}]", f"must be a Message, got {type(msg).__name__}"
             )
         out.append(PreparedMessage(msg, n, f"messages[{i}]"))
+    return out
+
+
+def readback_refs(
+    readback: Sequence[tuple[int, str, str, float]], batch: Sequence[PreparedMessage]
+) -> list[tuple[int, str, str, float]]:
+    """Checked ``(i, call_id, key, ttl)`` of `SQLiteStore.append_with_readback`.
+
+    Each must name a tool message of the batch holding a text result of that call.
+    """
+    out = []
+    for j, ref in enumerate(readback):
+        where = f"readback[{j}]"
+        if not isinstance(ref, tuple) or len(ref) != 4:
+            raise InvalidMessageError(where, "must be a tuple (index, call_id, key, ttl)")
+        i, call_id, key, ttl = ref
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(batch):
+            raise InvalidMessageError(where, f"index {i!r} is not a message of the batch")
+        name(key, "key")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ConfigError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        if not any(
+            isinstance(p, ToolResultPart) and p.call_id == call_id and isinstance(p.content, str)
+            for p in batch[i].message.parts
+        ):
+            raise InvalidMessageError(where, f"messages[{i}] holds no text result of {call_id!r}")
+        out.append((i, call_id, key, float(ttl)))
     return out
 
 

@@ -28,6 +28,27 @@ _COMPACTION = (
 )
 
 
+# Meta of a working-memory key that refers to a stored tool result (see _put_refs).
+_KIND = "kind"
+_REF = "stored_tool_result"
+
+
+def _ref_meta(seq: int, call_id: str) -> dict[str, Any]:
+    return {_KIND: "tool_result", _REF: {"call_id": call_id, "seq": seq}}
+
+
+def _stored_result(parts: str | None, call_id: object) -> str | None:
+    """The text result of ``call_id`` in a stored message's parts, if it is there."""
+    if parts is None:
+        return None
+    for p in json.loads(parts):
+        if p.get("type") == "tool_result" and p.get("call_id") == call_id:
+            content = p.get("content")
+            if isinstance(content, str):
+                return content
+    return None
+
+
 class HistoryTables:
     """Mixin for `SQLiteStore`: needs its ``clock`` and ``_tx``."""
 
@@ -193,18 +214,53 @@ class HistoryTables:
             )
         return item
 
+    def _put_refs(
+        self, conn: sqlite3.Connection, cid: int, now: float, refs: list[tuple[int, str, str, float]]
+    ) -> None:
+        """Working-memory keys ``(seq, call_id, key, ttl)`` that read stored tool results.
+
+        Written by `append_with_readback` in its transaction. The value is not
+        copied: the row's meta names the message (``stored_tool_result``: seq and
+        call id, never a cid, so the reference cannot leave the conversation) and
+        `get_working` reads the result from it. Expiry and collection are those of
+        any other key.
+        """
+        conn.executemany(
+            "INSERT INTO working_memory (cid, key, created_at, expires_at, meta, content) "
+            "VALUES (?, ?, ?, ?, ?, '') ON CONFLICT (cid, key) DO UPDATE SET "
+            "created_at = excluded.created_at, expires_at = excluded.expires_at, "
+            "meta = excluded.meta, content = excluded.content",
+            [
+                (cid, key, now, now + ttl, rows.dumps(_ref_meta(seq, call_id), "meta"))
+                for seq, call_id, key, ttl in refs
+            ],
+        )
+
     def get_working(self, conversation: str, key: str, *, tenant: str) -> WorkingItem | None:
-        """The value under ``key``, or None if there is none or it has expired."""
+        """The value under ``key``, or None if there is none or it has expired.
+
+        A key written by `append_with_readback` returns the tool result it refers
+        to, read from the stored message in the same snapshot.
+        """
         with self._tx(False, tenant) as conn:
             row = conn.execute(
-                "SELECT w.created_at, w.expires_at, w.meta, w.content FROM working_memory w "
-                "JOIN conversations c ON c.cid = w.cid "
+                "SELECT w.created_at, w.expires_at, w.meta, w.content, m.parts "
+                "FROM working_memory w JOIN conversations c ON c.cid = w.cid "
+                "LEFT JOIN messages m ON m.cid = w.cid "
+                f"AND m.seq = json_extract(w.meta, '$.{_REF}.seq') "
                 "WHERE c.tenant = ? AND c.id = ? AND w.key = ? AND w.expires_at > ?",
                 (tenant, conversation, key, self.clock()),
             ).fetchone()
         if row is None:
             return None
-        return WorkingItem(key, conversation, row[3], row[0], row[1], json.loads(row[2]))
+        meta = json.loads(row[2])
+        content = row[3]
+        ref = meta.get(_REF)
+        if isinstance(ref, dict):
+            content = _stored_result(row[4], ref.get("call_id"))
+            if content is None:
+                return None
+        return WorkingItem(key, conversation, content, row[0], row[1], meta)
 
     def collect_working(self, *, now: float | None = None) -> int:
         """Delete every value expired at ``now`` (default: the clock), in all tenants; return how many.
