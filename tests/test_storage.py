@@ -483,6 +483,48 @@ def test_search_filters_roles_and_keeps_tool_results_verbatim(store):
         store.search("c", "x", tenant=T, roles=("robot",))
 
 
+def _scope_counts(s: SQLiteStore) -> dict[str, int]:
+    out = {}
+    for token in ("c1", "t1"):
+        (n,) = s._conn.execute(
+            "SELECT count(*) FROM message_fts WHERE message_fts MATCH ?", (f'scope : "{token}"',)
+        ).fetchone()
+        out[token] = n
+    return out
+
+
+def test_tool_results_are_indexed_apart_and_m004_reindexes_old_files(tmp_path):
+    """Tool results get their own scope token; a file indexed the old way is rebuilt on open."""
+    from contextwright.storage._fts import index_text, segment
+
+    db = tmp_path / "old.db"
+    with SQLiteStore(db, migrations=MIGRATIONS[:3]) as s:
+        saved = s.append("c", every_part_type(), tenant=T, user="u")
+        indexed = [m for m in saved if segment(index_text(m)).strip()]  # an image alone is not
+        n_tool = sum(m.role == "tool" for m in indexed)
+        expected = {"c1": len(indexed) - n_tool, "t1": n_tool}
+        assert expected["c1"]
+        assert expected["t1"]
+        assert _scope_counts(s) == expected
+        # rewrite the index as files before m004 have it: every row under "c1"
+        s._conn.execute("INSERT INTO message_fts (message_fts) VALUES ('delete-all')")
+        for m in saved:
+            body = segment(index_text(m))
+            if body.strip():
+                (pk,) = s._conn.execute("SELECT pk FROM messages WHERE seq = ?", (m.seq,)).fetchone()
+                s._conn.execute(
+                    "INSERT INTO message_fts (rowid, scope, body) VALUES (?, 'c1', ?)", (pk, body)
+                )
+        assert _scope_counts(s)["t1"] == 0
+    with SQLiteStore(db) as s:
+        assert s.applied_migrations == ["m004_tool_results_apart"]
+        assert _scope_counts(s) == expected
+        assert [h.message for h in s.search("c", "temp", tenant=T, roles=("tool",))] == [saved[6]]
+        assert s.search("c", "temp", tenant=T) == []
+        both = s.search("c", "temp 天气", tenant=T, roles=("assistant", "tool"))
+        assert {h.message.seq for h in both} == {saved[5].seq, saved[6].seq}
+
+
 @pytest.mark.parametrize(
     "query",
     ['"foo OR', "NEAR(a b", "*", "a AND", "(", ")", "^x", "body:x", "scope:c1", "'", '"', "\\",

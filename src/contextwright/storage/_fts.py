@@ -30,7 +30,11 @@ also make "cat" find "concatenate" and rank by trigram statistics, not words.
 
 The per-conversation ``scope`` token (``_migrations.py``) matters as the file
 grows: over 200,000 messages in 200 conversations, a two-word English query
-took 30 ms filtered by a join and 6 ms intersected with the scope token.
+took 30 ms filtered by a join and 6 ms intersected with the scope token. Tool
+results have a scope token of their own (`scope_token`): in an agent's thread
+they are most of the indexed text, and searching the turns among them cost a
+recall search at 10,000 messages several milliseconds of ranking rows that the
+role filter then threw away.
 
 Hangul is space-separated and stays with ``unicode61``; Thai and other scripts
 without spaces are indexed as whole runs (a known limit).
@@ -39,10 +43,11 @@ without spaces are indexed as whole runs (a known limit).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .._messages import Message, ToolCallPart
 
-__all__ = ["index_text", "match_query", "segment"]
+__all__ = ["index_text", "match_query", "scope_token", "scopes_query", "segment"]
 
 # Han (with extension A and compatibility ideographs), kana, 々 and the
 # half-width katakana block: the scripts written without spaces between words.
@@ -52,6 +57,23 @@ _CJK_RUN = re.compile(f"[{_CJK}]+")
 # sees tokens: underscore and punctuation separate).
 _QUERY_TERM = re.compile(f"(?P<cjk>[{_CJK}]+)|(?P<word>(?:(?![{_CJK}])[^\\W_])+)")
 _MAX_TERMS = 64  # a pasted essay as a query should not build a query of thousands of terms
+
+
+def scope_token(cid: int, role: str) -> str:
+    """The ``scope`` a message is indexed under: its conversation's turns, or its tool results.
+
+    Tool results are kept apart because they are usually most of the indexed text
+    (JSON, logs) while searches are usually for what was said: ranking scores every
+    match, and results matched in bulk made a search of the turns score thousands
+    of rows only to drop them by role afterwards.
+    """
+    return f"t{cid}" if role == "tool" else f"c{cid}"
+
+
+def scopes_query(cid: int, roles: Sequence[str]) -> str:
+    """The FTS5 filter for the scopes holding messages of ``roles`` in conversation ``cid``."""
+    tokens = sorted({scope_token(cid, r) for r in roles})
+    return "scope : (" + " OR ".join(f'"{t}"' for t in tokens) + ")"
 
 
 def _bigrams(run: str) -> list[str]:

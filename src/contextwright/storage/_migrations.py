@@ -95,6 +95,7 @@ __all__ = [
     "m001_initial",
     "m002_memory",
     "m003_knowledge",
+    "m004_tool_results_apart",
     "migration",
 ]
 
@@ -327,6 +328,28 @@ def m003_knowledge(conn: sqlite3.Connection) -> None:
     """Knowledge chunks per tenant, their FTS index and vectors."""
     for statement in _M003:
         conn.execute(statement)
+
+
+@migration
+def m004_tool_results_apart(conn: sqlite3.Connection) -> None:
+    """Re-index messages with tool results under a scope token of their own (``_fts.py``).
+
+    A contentless index cannot update a row's columns, so the index is rebuilt
+    from the stored messages, in pages (about 20,000 messages a second).
+    """
+    from ._fts import index_text, scope_token, segment
+    from ._rows import MSG_COLUMNS, message
+
+    conn.execute("INSERT INTO message_fts (message_fts) VALUES ('delete-all')")
+    cursor = conn.execute(f"SELECT m.pk, m.cid, {MSG_COLUMNS} FROM messages m ORDER BY m.pk")
+    while page := cursor.fetchmany(2000):
+        rows = []
+        for pk, cid, *stored in page:
+            msg = message(stored)
+            body = segment(index_text(msg))
+            if body and not body.isspace():
+                rows.append((pk, scope_token(cid, msg.role), body))
+        conn.executemany("INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)", rows)
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:

@@ -51,7 +51,7 @@ from .._errors import ConfigError, InvalidMessageError, StoreError
 from .._messages import ROLES, Message
 from . import _rows
 from ._base import ConversationInfo, SearchHit, default_db_path
-from ._fts import match_query
+from ._fts import match_query, scope_token, scopes_query
 from ._migrations import MIGRATIONS, Migration, apply_migrations
 from ._rows import CONV_COLUMNS, MSG_COLUMNS
 from ._sqlite_history import HistoryTables
@@ -349,12 +349,12 @@ class SQLiteStore(HistoryTables):
             "name, metadata, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(pk, *row) for pk, row in zip(pks, rows, strict=True)],
         )
-        scope = f"c{cid}"
+        turns, tools = scope_token(cid, "user"), scope_token(cid, "tool")
         conn.executemany(
             "INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)",
             [
-                (pk, scope, body)
-                for pk, body in zip(pks, bodies, strict=True)
+                (pk, tools if row[6] == "tool" else turns, body)  # row[6]: role
+                for pk, row, body in zip(pks, rows, bodies, strict=True)
                 if body and not body.isspace()  # (strip() copied every body)
             ],
         )
@@ -620,7 +620,7 @@ class SQLiteStore(HistoryTables):
                 "SELECT coalesce(min(pk), 9223372036854775807) FROM messages WHERE cid = ? AND seq >= ?",
                 (row[0], upper),
             ).fetchone()
-            match = f'scope : "c{row[0]}" AND {expression}'
+            match = f"{scopes_query(row[0], roles)} AND {expression}"
             pool = max(4 * n, n + 20)
             while True:
                 ranked = conn.execute(
