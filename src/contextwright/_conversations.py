@@ -529,10 +529,12 @@ class Conversations:
         outside = max(0, unsummarized - window)
         outside_msgs = 0
         acc = 0
-        for m in reversed(messages):
-            acc += count_message(self.engine.counter, m, self.engine.overhead)
+        counter, ov = self.engine.counter, self.engine.overhead
+        for i in range(len(messages) - 1, -1, -1):  # newest first, until the window is full
+            acc += count_message(counter, messages[i], ov)
             if acc > window:
-                outside_msgs += 1
+                outside_msgs = i + 1
+                break
         if unsummarized > tail.tokens:  # older unsummarised messages than the tail holds
             outside_msgs = max(outside_msgs, self.compaction.summary_message_threshold)
         return check(
