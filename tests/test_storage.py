@@ -483,46 +483,50 @@ def test_search_filters_roles_and_keeps_tool_results_verbatim(store):
         store.search("c", "x", tenant=T, roles=("robot",))
 
 
-def _scope_counts(s: SQLiteStore) -> dict[str, int]:
-    out = {}
-    for token in ("c1", "t1"):
-        (n,) = s._conn.execute(
-            "SELECT count(*) FROM message_fts WHERE message_fts MATCH ?", (f'scope : "{token}"',)
-        ).fetchone()
-        out[token] = n
-    return out
+def _fts_rows(s: SQLiteStore) -> dict[str, list[int]]:
+    return {
+        table: [r for (r,) in s._conn.execute(f"SELECT rowid FROM {table} ORDER BY rowid")]
+        for table in ("message_fts", "tool_result_fts")
+    }
 
 
-def test_tool_results_are_indexed_apart_and_m004_reindexes_old_files(tmp_path):
-    """Tool results get their own scope token; a file indexed the old way is rebuilt on open."""
+def test_fts_rowids_carry_the_conversation_and_m004_rebuilds_old_files(tmp_path):
+    """Rows are cid << 32 | seq, tool results apart; a file indexed the old way is rebuilt."""
     from contextwright.storage._fts import index_text, segment
 
     db = tmp_path / "old.db"
-    with SQLiteStore(db, migrations=MIGRATIONS[:3]) as s:
+    with SQLiteStore(db) as s:
+        s.append("other", [Message.user("temp elsewhere")], tenant=T, user="u")
         saved = s.append("c", every_part_type(), tenant=T, user="u")
+        cid = s._conn.execute("SELECT cid FROM conversations WHERE id = 'c'").fetchone()[0]
         indexed = [m for m in saved if segment(index_text(m)).strip()]  # an image alone is not
-        n_tool = sum(m.role == "tool" for m in indexed)
-        expected = {"c1": len(indexed) - n_tool, "t1": n_tool}
-        assert expected["c1"]
-        assert expected["t1"]
-        assert _scope_counts(s) == expected
-        # rewrite the index as files before m004 have it: every row under "c1"
-        s._conn.execute("INSERT INTO message_fts (message_fts) VALUES ('delete-all')")
-        for m in saved:
+        expected = {
+            "message_fts": [(1 << 32) | 1] + [(cid << 32) | m.seq for m in indexed if m.role != "tool"],
+            "tool_result_fts": [(cid << 32) | m.seq for m in indexed if m.role == "tool"],
+        }
+        assert expected["tool_result_fts"]
+        assert _fts_rows(s) == expected
+        # rewrite the file as it was before m004: one index, rowid = pk, a scope token
+        s._conn.execute("DROP TABLE message_fts")
+        s._conn.execute("DROP TABLE tool_result_fts")
+        s._conn.execute("CREATE VIRTUAL TABLE message_fts USING fts5(scope, body, content='')")
+        for pk, c, seq in s._conn.execute("SELECT pk, cid, seq FROM messages").fetchall():
+            m = s.read("c" if c == cid else "other", tenant=T, after_seq=seq - 1, limit=1)[0]
             body = segment(index_text(m))
             if body.strip():
-                (pk,) = s._conn.execute("SELECT pk FROM messages WHERE seq = ?", (m.seq,)).fetchone()
                 s._conn.execute(
-                    "INSERT INTO message_fts (rowid, scope, body) VALUES (?, 'c1', ?)", (pk, body)
+                    "INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)", (pk, f"c{c}", body)
                 )
-        assert _scope_counts(s)["t1"] == 0
+        s._conn.execute("DELETE FROM _migrations WHERE name = 'm004_fts_by_conversation'")
     with SQLiteStore(db) as s:
-        assert s.applied_migrations == ["m004_tool_results_apart"]
-        assert _scope_counts(s) == expected
+        assert s.applied_migrations == ["m004_fts_by_conversation"]
+        assert _fts_rows(s) == expected
         assert [h.message for h in s.search("c", "temp", tenant=T, roles=("tool",))] == [saved[6]]
         assert s.search("c", "temp", tenant=T) == []
+        assert [h.message.text for h in s.search("other", "temp", tenant=T)] == ["temp elsewhere"]
         both = s.search("c", "temp 天气", tenant=T, roles=("assistant", "tool"))
         assert {h.message.seq for h in both} == {saved[5].seq, saved[6].seq}
+        assert [h.message.seq for h in s.search("c", "天气", tenant=T, before_seq=saved[5].seq)] == []
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .._messages import Message
@@ -343,7 +344,7 @@ class TurnRanker:
         extra_zero = float(max(len(extra), w.rrf_k))
         speaker_hit = next(iter(analysis.speakers)) if len(analysis.speakers) == 1 else None
         dated = bool(analysis.months or analysis.years)
-        out: list[tuple[int, float]] = []
+        out: list[tuple[float, int]] = []  # (-score, -position)
         # Without vectors or fill only turns with lexical evidence can be returned:
         # visit those, not every turn (O(hits), not O(conversation)).
         if dense_rank is None and not fill:
@@ -368,9 +369,9 @@ class TurnRanker:
                 s *= 1.0 + w.speaker_boost
             if dated and _date_matches(t.month, analysis):
                 s *= 1.0 + w.date_boost
-            out.append((p, s))
-        out.sort(key=lambda item: (-item[1], -item[0]))
-        return out
+            out.append((-s, -p))
+        out.sort()  # best first, ties to the newer turn (plain tuples: no key function)
+        return [(-q, -v) for v, q in out]
 
     def _lexical(self, index: TurnIndex, hits: Mapping[int, float], n: int) -> dict[int, float]:
         """Full-text scores by position, each also spread to its same-session neighbours."""
@@ -414,7 +415,7 @@ class TurnRanker:
 
 def _competition_ranks(scores: Mapping[int, float]) -> dict[int, float]:
     """Rank of each key: how many keys score strictly higher (ties share a rank)."""
-    ordered = sorted(scores.items(), key=lambda kv: -kv[1])
+    ordered = sorted(scores.items(), key=itemgetter(1), reverse=True)
     ranks: dict[int, float] = {}
     prev: float | None = None
     current = 0

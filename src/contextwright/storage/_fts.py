@@ -28,13 +28,11 @@ bigrams indexed 105k msgs/s into 2.4 MB and answered the English word in 3.9 ms,
 "上海" in 0.2 ms and "上海工作" in 0.1 ms. Trigram's substring matching would
 also make "cat" find "concatenate" and rank by trigram statistics, not words.
 
-The per-conversation ``scope`` token (``_migrations.py``) matters as the file
-grows: over 200,000 messages in 200 conversations, a two-word English query
-took 30 ms filtered by a join and 6 ms intersected with the scope token. Tool
-results have a scope token of their own (`scope_token`): in an agent's thread
-they are most of the indexed text, and searching the turns among them cost a
-recall search at 10,000 messages several milliseconds of ranking rows that the
-role filter then threw away.
+A search stays inside its conversation as the file grows: over 200,000 messages
+in 200 conversations, a two-word English query took 30 ms filtered by a join
+and 6 ms intersected with a per-conversation token; the rowid range of
+`fts_rowid` replaced that token (it made BM25 walk the conversation's whole
+doclist). Tool results are indexed apart (`fts_table`).
 
 Hangul is space-separated and stays with ``unicode61``; Thai and other scripts
 without spaces are indexed as whole runs (a known limit).
@@ -43,11 +41,10 @@ without spaces are indexed as whole runs (a known limit).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from .._messages import Message, ToolCallPart
 
-__all__ = ["index_text", "match_query", "scope_token", "scopes_query", "segment"]
+__all__ = ["SEQ_BITS", "fts_range", "fts_rowid", "fts_table", "index_text", "match_query", "segment"]
 
 # Han (with extension A and compatibility ideographs), kana, 々 and the
 # half-width katakana block: the scripts written without spaces between words.
@@ -59,21 +56,36 @@ _QUERY_TERM = re.compile(f"(?P<cjk>[{_CJK}]+)|(?P<word>(?:(?![{_CJK}])[^\\W_])+)
 _MAX_TERMS = 64  # a pasted essay as a query should not build a query of thousands of terms
 
 
-def scope_token(cid: int, role: str) -> str:
-    """The ``scope`` a message is indexed under: its conversation's turns, or its tool results.
+SEQ_BITS = 32  # a conversation's messages: seq < 2**32
 
-    Tool results are kept apart because they are usually most of the indexed text
-    (JSON, logs) while searches are usually for what was said: ranking scores every
-    match, and results matched in bulk made a search of the turns score thousands
-    of rows only to drop them by role afterwards.
+
+def fts_rowid(cid: int, seq: int) -> int:
+    """The index rowid of message ``seq`` of conversation ``cid``: its conversation in the high bits.
+
+    A conversation's rows are then one rowid range, which FTS5 applies while it
+    walks its doclists (`fts_range`). A per-conversation token in the indexed text
+    did the same job worse: BM25 computes every phrase's document frequency by
+    walking its whole doclist, so that token's walk grew with the conversation
+    (about 1 ms of a search at 10,000 messages, against 0.2 ms for the whole
+    ranking with the range).
     """
-    return f"t{cid}" if role == "tool" else f"c{cid}"
+    return (cid << SEQ_BITS) | seq
 
 
-def scopes_query(cid: int, roles: Sequence[str]) -> str:
-    """The FTS5 filter for the scopes holding messages of ``roles`` in conversation ``cid``."""
-    tokens = sorted({scope_token(cid, r) for r in roles})
-    return "scope : (" + " OR ".join(f'"{t}"' for t in tokens) + ")"
+def fts_range(cid: int, before_seq: int | None = None) -> tuple[int, int]:
+    """The first and last rowid of conversation ``cid``'s messages with ``seq < before_seq``."""
+    top = (1 << SEQ_BITS) if before_seq is None else min(before_seq, 1 << SEQ_BITS)
+    return cid << SEQ_BITS, (cid << SEQ_BITS) + max(0, top - 1)
+
+
+def fts_table(role: str) -> str:
+    """The index a message of ``role`` is in: tool results have their own.
+
+    In an agent's thread tool results are most of the indexed text (JSON, logs)
+    while searches are mostly for what was said; ranking the turns among them
+    scored thousands of tool rows only to drop them by role.
+    """
+    return "tool_result_fts" if role == "tool" else "message_fts"
 
 
 def _bigrams(run: str) -> list[str]:

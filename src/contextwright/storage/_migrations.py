@@ -33,11 +33,11 @@ delete messages (erasure on request, say), an index entry it fails to remove can
 never be attributed to a later message.
 
 ``message_fts`` — a contentless FTS5 index (``content=''``: the text already
-lives in ``messages``), rowid = ``messages.pk``. Column ``scope`` holds one token
-per conversation so a search intersects with that conversation's postings
-instead of filtering every match in the database; ``body`` holds the searchable
-text with CJK runs pre-split into overlapping bigrams (see ``_fts.py`` for why
-not the trigram tokenizer).
+lives in ``messages``) of the searchable text, CJK runs pre-split into
+overlapping bigrams (see ``_fts.py`` for why not the trigram tokenizer). Until
+m004 its rowid was ``messages.pk`` and a ``scope`` column held one token per
+conversation; since m004 the rowid is ``cid << 32 | seq``, so a conversation is
+one rowid range, and tool results are in ``tool_result_fts`` (``_fts.py``).
 
 ``summaries`` (every version kept), ``compactions`` (append-only log),
 ``working_memory`` (``expires_at`` indexed for collection) and ``pinned`` hang
@@ -95,7 +95,7 @@ __all__ = [
     "m001_initial",
     "m002_memory",
     "m003_knowledge",
-    "m004_tool_results_apart",
+    "m004_fts_by_conversation",
     "migration",
 ]
 
@@ -330,26 +330,35 @@ def m003_knowledge(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-@migration
-def m004_tool_results_apart(conn: sqlite3.Connection) -> None:
-    """Re-index messages with tool results under a scope token of their own (``_fts.py``).
+_FTS = "content='', tokenize='porter unicode61 remove_diacritics 2'"
 
-    A contentless index cannot update a row's columns, so the index is rebuilt
-    from the stored messages, in pages (about 20,000 messages a second).
+
+@migration
+def m004_fts_by_conversation(conn: sqlite3.Connection) -> None:
+    """Index messages by (conversation, seq) rowids, tool results in an index of their own.
+
+    Rowid ``cid << 32 | seq`` makes a conversation one rowid range, replacing the
+    ``scope`` token, whose doclist BM25 walked in full on every search; tool
+    results, usually most of the text, no longer sit among the turns. See
+    ``_fts.py``. The contentless index is rebuilt from the stored messages, in
+    pages (about 20,000 messages a second).
     """
-    from ._fts import index_text, scope_token, segment
+    from ._fts import fts_rowid, fts_table, index_text, segment
     from ._rows import MSG_COLUMNS, message
 
-    conn.execute("INSERT INTO message_fts (message_fts) VALUES ('delete-all')")
-    cursor = conn.execute(f"SELECT m.pk, m.cid, {MSG_COLUMNS} FROM messages m ORDER BY m.pk")
+    conn.execute("DROP TABLE message_fts")
+    conn.execute(f"CREATE VIRTUAL TABLE message_fts USING fts5(body, {_FTS})")
+    conn.execute(f"CREATE VIRTUAL TABLE tool_result_fts USING fts5(body, {_FTS})")
+    cursor = conn.execute(f"SELECT m.cid, {MSG_COLUMNS} FROM messages m ORDER BY m.pk")
     while page := cursor.fetchmany(2000):
-        rows = []
-        for pk, cid, *stored in page:
+        rows: dict[str, list[tuple[int, str]]] = {"message_fts": [], "tool_result_fts": []}
+        for cid, *stored in page:
             msg = message(stored)
             body = segment(index_text(msg))
             if body and not body.isspace():
-                rows.append((pk, scope_token(cid, msg.role), body))
-        conn.executemany("INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)", rows)
+                rows[fts_table(msg.role)].append((fts_rowid(cid, msg.seq or 0), body))
+        for table, batch in rows.items():
+            conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", batch)
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:

@@ -51,7 +51,7 @@ from .._errors import ConfigError, InvalidMessageError, StoreError
 from .._messages import ROLES, Message
 from . import _rows
 from ._base import ConversationInfo, SearchHit, default_db_path
-from ._fts import match_query, scope_token, scopes_query
+from ._fts import SEQ_BITS, fts_range, fts_rowid, fts_table, match_query
 from ._migrations import MIGRATIONS, Migration, apply_migrations
 from ._rows import CONV_COLUMNS, MSG_COLUMNS
 from ._sqlite_history import HistoryTables
@@ -349,15 +349,18 @@ class SQLiteStore(HistoryTables):
             "name, metadata, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(pk, *row) for pk, row in zip(pks, rows, strict=True)],
         )
-        turns, tools = scope_token(cid, "user"), scope_token(cid, "tool")
-        conn.executemany(
-            "INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)",
-            [
-                (pk, tools if row[6] == "tool" else turns, body)  # row[6]: role
-                for pk, row, body in zip(pks, rows, bodies, strict=True)
-                if body and not body.isspace()  # (strip() copied every body)
-            ],
-        )
+        # The index rowid carries the conversation and seq (see _fts.fts_rowid).
+        if rows[-1][2] >= 1 << SEQ_BITS:
+            raise StoreError(f"conversation {cid} has more than {(1 << SEQ_BITS) - 1} messages")
+        for table in ("message_fts", "tool_result_fts"):
+            conn.executemany(
+                f"INSERT INTO {table} (rowid, body) VALUES (?, ?)",
+                [
+                    (fts_rowid(cid, row[2]), body)  # row[2]: seq, row[6]: role
+                    for row, body in zip(rows, bodies, strict=True)
+                    if fts_table(row[6]) == table and body and not body.isspace()
+                ],
+            )
 
     def read(
         self,
@@ -601,48 +604,53 @@ class SQLiteStore(HistoryTables):
         expression = match_query(focused) or match_query(query)
         if expression is None or n == 0 or not roles:
             return []
-        upper = _rows.MAX_SEQ if before_seq is None else _rows.count(before_seq, "before_seq")
+        upper = None if before_seq is None else _rows.count(before_seq, "before_seq")
+        wanted = set(roles)
+        tables = sorted({fts_table(r) for r in wanted})
         with self._tx(False, tenant) as conn:
             row = conn.execute(
                 "SELECT cid FROM conversations WHERE tenant = ? AND id = ?", (tenant, conversation)
             ).fetchone()
             if row is None:
                 return []
-            marks = ", ".join("?" * len(roles))
+            cid = row[0]
+            lo, hi = fts_range(cid, upper)
             # Two steps: rank in the FTS index alone (FTS5 sorts by rank with a
             # bounded heap, reading no message rows), then fetch the few winners.
             # Joining first made SQLite carry every matching message's parts
             # through the sort: 25 ms at 10,000 messages, 235 ms at 100,000.
-            # The role and seq filters come after ranking, so ask for more.
-            # pk grows with seq inside a conversation, so "seq < before_seq" is a rowid
-            # bound the FTS index applies itself.
-            (bound,) = conn.execute(
-                "SELECT coalesce(min(pk), 9223372036854775807) FROM messages WHERE cid = ? AND seq >= ?",
-                (row[0], upper),
-            ).fetchone()
-            match = f"{scopes_query(row[0], roles)} AND {expression}"
+            # Roles are filtered after ranking (one index holds four roles), so
+            # ask for more. With tool results asked for too, the two indexes'
+            # BM25 scores are merged as they are (each index has its own
+            # statistics: close enough to interleave, not an exact common scale).
             pool = max(4 * n, n + 20)
+            marks = ", ".join("?" * len(wanted))
             while True:
-                ranked = conn.execute(
-                    "SELECT rowid, bm25(message_fts, 0.0, 1.0) AS rank FROM message_fts "
-                    "WHERE message_fts MATCH ? AND rowid < ? ORDER BY rank LIMIT ?",
-                    (match, bound, pool),
-                ).fetchall()
+                ranked: list[tuple[int, float]] = []
+                exhausted = True
+                for table in tables:
+                    got = conn.execute(
+                        f"SELECT rowid & {(1 << SEQ_BITS) - 1}, bm25({table}) AS rank FROM {table} "
+                        f"WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rank LIMIT ?",
+                        (expression, lo, hi, pool),
+                    ).fetchall()
+                    ranked += got
+                    exhausted = exhausted and len(got) < pool
                 score = dict(ranked)
                 found = (
                     conn.execute(
-                        f"SELECT {columns}, m.pk FROM messages m WHERE m.pk IN "
+                        f"SELECT {columns}, m.seq FROM messages m WHERE m.cid = ? AND m.seq IN "
                         f"({', '.join('?' * len(score))}) AND m.role IN ({marks})",
-                        (*score, *roles),
+                        (cid, *score, *wanted),
                     ).fetchall()
                     if score
                     else []
                 )
                 # Roles are filtered after ranking: if that left too few, widen the pool.
-                if len(found) >= n or len(ranked) < pool:
+                if len(found) >= n or exhausted:
                     break
                 pool *= 4
-        # best first; among equal scores the newer message (pk grows with seq)
+        # best first; among equal scores the newer message
         found.sort(key=lambda r: (score[r[-1]], -r[-1]))
         return [(*r[:-1], -score[r[-1]]) for r in found[:n]]
 
