@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -206,6 +207,40 @@ def test_memory_flush_hook_sees_what_leaves_the_prompt(tmp_path):
     flushed = [seq for s in seen for seq in s[3]]
     assert flushed == list(range(1, result.upto_seq + 1))  # every message once, in order
     assert result.flushed_memories == len(seen[-1][3])
+    convs.close()
+
+
+def test_compact_lets_a_running_background_summary_land_first(tmp_path):
+    """A bulk import schedules a summary; compacting meanwhile must not race it (count twice)."""
+    engine = ContextEngine(counter=H, budget=3000)
+    cfg = CompactionConfig.preset("development")
+    convs = Conversations(engine, SQLiteStore(tmp_path / "r.db"), compaction=cfg)
+    rules = convs.summarizer
+    started: list[int] = []
+
+    class Slow:
+        name = "slow"
+
+        async def summarize(self, messages, **kw):
+            started.append(len(messages))
+            if len(started) == 1:  # the background summary is still running below
+                await asyncio.sleep(0.3)
+            return await rules.summarize(messages, **kw)
+
+    convs.summarizer = Slow()
+    msgs = thread(60)
+    convs.append_sync("c", msgs, tenant="t", user="u")
+    result = convs.compact_sync("c", tenant="t", user="u")
+    convs.wait_idle_sync()
+    routine, forced = convs.store.summaries("c", tenant="t")
+    assert forced.version == result.summary_version == 2
+    # incremental: only what followed the background summary was read and summarised
+    assert result.original_count == len(msgs) - routine.upto_seq
+    assert started == [routine.upto_seq, forced.upto_seq - routine.upto_seq]
+    total = convs.store.token_total("c", tenant="t")[1]
+    for s in (routine, forced):
+        after = convs.store.token_total("c", tenant="t", after_seq=s.upto_seq)[1]
+        assert s.meta["covered_tokens"] == total - after
     convs.close()
 
 

@@ -467,7 +467,8 @@ class Conversations:
     ) -> CompactionResult:  # fmt: skip
         """Summarise early turns into a new summary version and log it."""
         counter = self.engine.counter
-        before_summary = tail.summary
+        with tail.lock:  # one snapshot: a summary adopted meanwhile must not be counted twice
+            before_summary, covered_before = tail.summary, tail.covered_tokens
         after = before_summary.upto_seq if before_summary else 0
         stored = await self.db.read(conversation, tenant=tenant, after_seq=after)
         costs = self._stored_costs(stored)
@@ -527,7 +528,7 @@ class Conversations:
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else (covered[0].seq or 1),
                 covered[-1].seq or 0, content, counter.count(content), method, self.clock(),
-                {"messages": draft.messages, "covered_tokens": tail.covered_tokens + sum(costs[:cut])},
+                {"messages": draft.messages, "covered_tokens": covered_before + sum(costs[:cut])},
             )  # fmt: skip
         kept_views = [self._view(m)[0] for m in stored[cut:]]
         new_tokens = (new_summary.tokens if new_summary else summary_tokens) + sum(costs[cut:])
@@ -573,6 +574,12 @@ class Conversations:
         tail = await self._tail(conversation, tenant)
         if await self.db.get_conversation(conversation, tenant=tenant) is None:
             raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
+        running = self._jobs.get((tenant, conversation))
+        if running is not None:
+            # A background summary is under way (a bulk import schedules one): let it
+            # land and compact what follows it. Racing it summarised the same messages
+            # twice, each half slowed by the other, and could count them twice.
+            await asyncio.wait([asyncio.wrap_future(running)])
         return await self._compact(
             conversation, tenant, user, tail, None, wait=True, preview=preview, force=force
         )
