@@ -28,13 +28,16 @@ from contextwright import (
 )
 from contextwright.history import (
     LLMSummarizer,
+    OutlineSummarizer,
     RuleSummarizer,
     RuleSummary,
     Summarizer,
     SummaryDraft,
     detect_locale,
 )
+from contextwright.history._summary_format import CODE_FENCE
 from contextwright.llm import LLMError
+from contextwright.storage import SQLiteStore
 
 from .conftest import conversations
 
@@ -316,6 +319,79 @@ def test_settings_are_checked() -> None:
 def test_summarizers_satisfy_the_protocol() -> None:
     assert isinstance(rules(), Summarizer)
     assert isinstance(LLMSummarizer(StubLLM("x"), HEURISTIC), Summarizer)
+    assert isinstance(rules(), OutlineSummarizer)
+    assert not isinstance(LLMSummarizer(StubLLM("x"), HEURISTIC), OutlineSummarizer)
+
+
+# -- outlines: the older messages only counted ---------------------------------------------
+
+
+def _outlined(summarizer: RuleSummarizer, messages: list[Message], first: int, **kw: object) -> str:
+    """`summarize_outlined` with ``messages[:first]`` read back from a store as outlines."""
+    with SQLiteStore(":memory:") as store:
+        if messages:
+            store.append("c", messages, tenant="t", user="u")
+        older = store.read_outline("c", tenant="t", upto_seq=first)
+    draft = asyncio.run(summarizer.summarize_outlined(older, messages[first:], **kw))  # type: ignore[arg-type]
+    return draft.content
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        ENGLISH,
+        CHINESE,
+        ENGLISH + CHINESE,
+        [m.replace(id=f"m{i}") for i, m in enumerate(CHINESE * 3)],
+    ],
+)
+@pytest.mark.parametrize("caps", [{}, {"max_topics": 1, "max_conclusions": 1}])
+def test_outlined_summary_is_the_summary_of_the_messages(
+    messages: list[Message], caps: dict[str, int]
+) -> None:
+    summarizer = rules(**caps)
+    whole = summarizer.summarize_sync(messages, previous="An earlier note.", max_tokens=300)
+    full = summarizer.full_messages([m.role for m in messages])
+    assert 0 < full <= len(messages)
+    for first in range(len(messages) - full + 1):
+        got = _outlined(summarizer, messages, first, previous="An earlier note.", max_tokens=300)
+        assert got == whole.content
+
+
+@given(
+    conversations(max_units=20, broken=True),
+    st.integers(0, 3),
+    st.sampled_from(["auto", "en", "zh"]),
+    st.data(),
+)
+def test_property_outlined_summary_is_the_summary(
+    messages: list[Message], topics: int, locale: str, data: st.DataObject
+) -> None:
+    summarizer = rules(max_topics=topics, max_conclusions=topics)
+    whole = summarizer.summarize_sync(messages, max_tokens=500, locale=locale)
+    full = summarizer.full_messages([m.role for m in messages])
+    first = data.draw(st.integers(0, len(messages) - full))
+    assert _outlined(summarizer, messages, first, max_tokens=500, locale=locale) == whole.content
+
+
+def _detect_by_scanning_all(texts: list[str]) -> str:
+    """`detect_locale` as first written: both regexes over every text."""
+    cjk = words = 0
+    for text in texts:
+        prose = CODE_FENCE.sub(" ", text)
+        cjk += len(re.findall(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]", prose))
+        words += len(re.findall(r"[A-Za-z]+", prose))
+    return "zh" if cjk and cjk >= 0.3 * (cjk + words) else "en"
+
+
+@given(
+    st.lists(
+        st.sampled_from(["plain words here", "我们讨论方案", "x ```py\n中文代码\n``` y", "", "é"]),
+        max_size=12,
+    )
+)
+def test_locale_skips_ascii_texts_without_changing_the_answer(texts: list[str]) -> None:
+    assert detect_locale(texts) == _detect_by_scanning_all(texts)
 
 
 # -- the LLM summarizer with stub models (the HTTP clients are in test_llm.py) ------------

@@ -21,7 +21,13 @@ from ._compaction import (
 )
 from ._rank import IndexedTurn, QueryAnalysis, RankWeights, TurnIndex, TurnRanker, analyse
 from ._recall import MEMORY_QA_SHARES, RecallSource, SearchesMessages
-from ._summary import LLMSummarizer, RuleSummarizer, Summarizer, SummaryDraft
+from ._summary import (
+    LLMSummarizer,
+    OutlineSummarizer,
+    RuleSummarizer,
+    Summarizer,
+    SummaryDraft,
+)
 from ._summary_format import RuleSummary, detect_locale
 from ._task import ActiveTask, ActiveTaskSource, ActiveTaskTracker, TaskStatus, TaskStep
 from ._tools import (
@@ -47,6 +53,7 @@ __all__ = [
     "Compression",
     "IndexedTurn",
     "LLMSummarizer",
+    "OutlineSummarizer",
     "QueryAnalysis",
     "RankWeights",
     "RecallSource",

@@ -54,6 +54,7 @@ from .._errors import ConfigError
 from .._messages import Message, TextPart
 from .._tokens import TokenCounter, truncate_to_tokens
 from ..llm import LLM, describe_error
+from ..storage import MessageOutline
 from ._summary_format import (
     CODE_FENCE,
     LABELS,
@@ -66,7 +67,7 @@ from ._summary_format import (
     strip_frame,
 )
 
-__all__ = ["LLMSummarizer", "RuleSummarizer", "Summarizer", "SummaryDraft"]
+__all__ = ["LLMSummarizer", "OutlineSummarizer", "RuleSummarizer", "Summarizer", "SummaryDraft"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,31 @@ class Summarizer(Protocol):
     async def summarize(
         self,
         messages: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_tokens: int = 800,
+        locale: str = "auto",
+    ) -> SummaryDraft: ...
+
+
+@runtime_checkable
+class OutlineSummarizer(Summarizer, Protocol):
+    """A `Summarizer` that reads only the newest messages in full and counts the rest.
+
+    ``full_messages(roles)`` says how many of the newest of messages with these
+    roles (oldest first) it reads in full; `summarize_outlined` takes the older ones
+    as stored outlines (`Store.read_outline`: role, text but no tool results, tool
+    call names) and the newest as messages, and returns what `summarize` would for
+    all of them. A compaction of a long conversation then never decodes the
+    thousands of stored messages (their tool results above all) it only counts.
+    """
+
+    def full_messages(self, roles: Sequence[str]) -> int: ...
+
+    async def summarize_outlined(
+        self,
+        older: Sequence[MessageOutline],
+        newer: Sequence[Message],
         *,
         previous: str | None = None,
         max_tokens: int = 800,
@@ -259,11 +285,64 @@ class RuleSummarizer:
         locale: str = "auto",
     ) -> SummaryDraft:
         """`summarize` without the event loop: pure computation, no I/O."""
+        return self._summarize((), messages, previous, max_tokens, locale)
+
+    async def summarize_outlined(
+        self,
+        older: Sequence[MessageOutline],
+        newer: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_tokens: int = 800,
+        locale: str = "auto",
+    ) -> SummaryDraft:
+        """`summarize` of ``older`` then ``newer``, the older ones given as outlines.
+
+        The same text as `summarize` of all of them as messages when ``newer`` holds
+        at least the newest `full_messages` of them; with fewer, the outlines that the
+        rules would have read are only counted.
+        """
+        return self._summarize(older, newer, previous, max_tokens, locale)
+
+    def full_messages(self, roles: Sequence[str]) -> int:
+        """How many of the newest messages (with ``roles``, oldest first) are read in full.
+
+        Only the newest ``max_topics`` topics and ``max_conclusions`` conclusions
+        survive the caps, so older messages are only counted (roles, tool calls,
+        code languages); the sentence and conclusion rules, the costly part, run on
+        the newest messages with twice the room the caps need, which leaves space
+        for duplicates. Compacting 1,000 messages then costs about as much as 60.
+        """
+        users = replies = 0
+        start = len(roles)
+        need_users = 2 * self.max_topics
+        need_replies = 2 * self.max_conclusions // max(1, self.conclusions_per_reply) + 1
+        while start > 0 and (users < need_users or replies < need_replies):
+            start -= 1
+            users += roles[start] == "user"
+            replies += roles[start] == "assistant"
+        return len(roles) - start
+
+    def _summarize(
+        self,
+        older: Sequence[MessageOutline],
+        newer: Sequence[Message],
+        previous: str | None,
+        max_tokens: int,
+        locale: str,
+    ) -> SummaryDraft:
         if max_tokens < 0:
             raise ConfigError(f"max_tokens must be >= 0, got {max_tokens}")
-        loc = resolve_locale(locale, messages, previous)
+        loc = resolve_locale(locale, [*older, *newer], previous)
         before = RuleSummary.parse(previous) if previous else RuleSummary()
-        state = self._capped(before.merged(self._extract_newest(messages)))
+        # What the rules read in full (`full_messages`) is extracted; the rest is counted.
+        roles = [m.role for m in older] + [m.role for m in newer]
+        split = max(0, len(roles) - self.full_messages(roles) - len(older))
+        counted: list[MessageOutline | Message] = [*older, *newer[:split]]
+        recent = self.extract(newer[split:])
+        state = self._capped(
+            before.merged(self._count_only(counted).merged(recent) if counted else recent)
+        )
         content = self._fit(state, loc, max_tokens)
         return SummaryDraft(
             content=content,
@@ -315,44 +394,23 @@ class RuleSummarizer:
         s.files = merge_items((), s.files)
         return s
 
-    def _extract_newest(self, messages: Sequence[Message]) -> RuleSummary:
-        """`extract`, reading in full only the newest messages the caps can keep.
-
-        Only the newest ``max_topics`` topics and ``max_conclusions`` conclusions
-        survive the caps, so older messages are only counted (roles, tool calls,
-        code languages); the sentence and conclusion rules, the costly part, run on
-        the newest messages with twice the room the caps need, which leaves space for
-        duplicates. Compacting 1,000 messages then costs about as much as 60.
-        """
-        users = replies = 0
-        start = len(messages)
-        need_users = 2 * self.max_topics
-        need_replies = 2 * self.max_conclusions // max(1, self.conclusions_per_reply) + 1
-        while start > 0 and (users < need_users or replies < need_replies):
-            start -= 1
-            role = messages[start].role
-            users += role == "user"
-            replies += role == "assistant"
-        if start == 0:
-            return self.extract(messages)
-        return self._count_only(messages[:start]).merged(self.extract(messages[start:]))
-
     @staticmethod
-    def _count_only(messages: Sequence[Message]) -> RuleSummary:
+    def _count_only(messages: Sequence[MessageOutline | Message]) -> RuleSummary:
         """The counts `extract` would give, without reading the prose."""
         s = RuleSummary()
         for m in messages:
             s.messages += 1
-            if m.role == "user":
+            role = m.role
+            if role == "user":
                 s.user_messages += 1
-            elif m.role == "assistant":
+            elif role == "assistant":
                 s.assistant_messages += 1
                 for call in m.tool_calls:
                     s.tool_calls += 1
-                    add_counts(s.tools, {call.name: 1})
-            elif m.role == "tool":
+                    add_counts(s.tools, {call if isinstance(call, str) else call.name: 1})
+            elif role == "tool":
                 s.tool_messages += 1
-            if m.role in ("user", "assistant"):
+            if role in ("user", "assistant"):
                 text = m.text
                 if "```" in text:
                     langs = _split_code(text)[1]
