@@ -374,6 +374,34 @@ def test_property_outlined_summary_is_the_summary(
     assert _outlined(summarizer, messages, first, max_tokens=500, locale=locale) == whole.content
 
 
+_STRONG_AS_WRITTEN = re.compile(
+    r"\b(?:should|recommend\w*|suggest\w*|decid\w*|use|uses|using|switch(?:ed)? to|cho(?:o)?se|"
+    r"go with|prefer\w*|must|needs? to|instead|fix(?:ed|es)?|solution|conclusion)\b"
+    r"|建议|应该|推荐|决定|采用|使用|改用|选择|需要|可以|必须|结论|解决|确定",
+    re.IGNORECASE,
+)
+_WORDS = st.sampled_from(
+    ["Should", "ſhould", "USE", "uses", "İnstead", "instead", "FIX", "fixes", "recommended",
+     "go with", "needs to", "switched to", "chose", "建议", "需要", "确定", "x", "_", "9", "é",
+     " ", ".", "。", "refuse", "misuse", "prefer中文", "\n", "- ", "1. ", "**"]
+)  # fmt: skip
+
+
+@given(st.lists(_WORDS, max_size=20).map("".join), st.lists(_WORDS, max_size=20).map(" ".join))
+def test_the_fast_rules_match_as_written(glued: str, spaced: str) -> None:
+    from contextwright.history._summary import _MD_PREFIX, _STRONG, _sentences
+
+    for text in (glued, spaced):
+        assert _STRONG.findall(text) == _STRONG_AS_WRITTEN.findall(text)
+        lines = [_MD_PREFIX.sub("", x.strip()).replace("**", "").strip() for x in text.splitlines()]
+        assert _sentences(text) == [
+            p.strip()
+            for line in lines
+            for p in re.split(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？；])", line)
+            if p.strip()
+        ]
+
+
 def _detect_by_scanning_all(texts: list[str]) -> str:
     """`detect_locale` as first written: both regexes over every text."""
     cjk = words = 0
