@@ -260,6 +260,14 @@ def test_compaction_reads_in_full_only_what_it_uses(tmp_path):
     assert result.retained_count == cfg.keep_recent_messages
     newest = convs.summarizer.full_messages([m.role for m in msgs[: result.upto_seq]])
     assert sum(store.read_sizes) == newest + result.retained_count < len(msgs) // 4
+    # a background summary drops its result: it does not read the kept messages
+    store.read_sizes.clear()
+    convs.append_sync("bulk", msgs, tenant="t", user="u")
+    convs.wait_idle_sync()
+    summary = store.latest_summary("bulk", tenant="t")
+    assert summary is not None
+    newest = convs.summarizer.full_messages([m.role for m in msgs[: summary.upto_seq]])
+    assert store.read_sizes == [newest]
     # messages stored without counts are read and counted: the same compaction
     raw = Conversations(engine, SQLiteStore(tmp_path / "raw.db"), compaction=cfg)
     raw.store.append("c", msgs, tenant="t", user="u")

@@ -454,8 +454,9 @@ class Conversations:
         async def job() -> None:
             try:
                 await self._compact(
-                    conversation, tenant, user, tail, None, wait=False, routine=routine
-                )
+                    conversation, tenant, user, tail, None, wait=False, routine=routine,
+                    prompt=False,
+                )  # fmt: skip
             finally:
                 self._jobs.pop(key, None)
 
@@ -464,24 +465,28 @@ class Conversations:
     async def _compact(
         self, conversation: str, tenant: str, user: str, tail: _Tail, urgency: CompactionCheck | None,
         *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
-        explicit: bool = False,
+        explicit: bool = False, prompt: bool = True,
     ) -> CompactionResult:  # fmt: skip
         """Summarise early turns into a new summary version and log it.
 
         The plan needs only the stored outlines (`Store.read_outline`: counts, roles,
-        tool-call units). Messages are read in full only where they are used: the
-        ones kept, any without a stored count by this counter, and what the
-        summariser reads — the newest turns for an `OutlineSummarizer` (the rules),
-        everything covered for another one or for the memory flush. Decoding every
-        stored message, its tool results above all, was most of a compaction's cost.
+        tool-call units). Messages are read in full only where they are used: any
+        without a stored count by this counter, what the summariser reads — the
+        newest turns for an `OutlineSummarizer` (the rules), everything covered for
+        another one or for the memory flush — and, with ``prompt``, the kept ones
+        (a background job drops its result: its ``compacted_messages`` hold only the
+        summary). Decoding every stored message, its tool results above all, was
+        most of a compaction's cost.
         """
         counter = self.engine.counter
         with tail.lock:  # one snapshot: a summary adopted meanwhile must not be counted twice
             before_summary, covered_before = tail.summary, tail.covered_tokens
         after = before_summary.upto_seq if before_summary else 0
         outline = await self.db.read_outline(conversation, tenant=tenant, after_seq=after)
-        unknown = next((i for i, o in enumerate(outline) if self._stored_cost(o) is None), None)
-        full = await self._read_full(conversation, tenant, outline, [], unknown)
+        n = len(outline)
+        full: dict[int, Message] = {}  # by index in outline
+        unknown = next((i for i, o in enumerate(outline) if self._stored_cost(o) is None), n)
+        await self._read_full(conversation, tenant, outline, full, unknown, n)
         costs = self._costs(outline, full)
         summary_tokens = before_summary.tokens if before_summary else 0
         if urgency is None:
@@ -523,12 +528,12 @@ class Conversations:
         # the first message the summariser (or the flush) reads in full
         first = cut - outliner.full_messages([o.role for o in outline[:cut]]) if outliner else 0
         first = 0 if flush else first
-        full = await self._read_full(conversation, tenant, outline, full, min(first, cut))
-        base = len(outline) - len(full)  # full[i] is the message of outline[base + i]
+        await self._read_full(conversation, tenant, outline, full, first, n if prompt else cut)
         flushed = 0
         if flush and self.memory_flush is not None:
             try:
-                flushed = await self.memory_flush(tenant, user, conversation, full[:cut])
+                covered = [full[i] for i in range(cut)]
+                flushed = await self.memory_flush(tenant, user, conversation, covered)
             except Exception as exc:  # a failing hook must not block compaction
                 notes = (*notes, f"memory flush failed: {type(exc).__name__}: {exc}")
         content = before_summary.content if before_summary else ""
@@ -540,10 +545,11 @@ class Conversations:
                 "max_tokens": self.compaction.summary_max_tokens,
                 "locale": "auto",
             }
+            newest = [full[i] for i in range(first, cut)]
             runner = (
-                outliner.summarize_outlined(outline[:first], full[first - base : cut - base], **kw)
+                outliner.summarize_outlined(outline[:first], newest, **kw)
                 if outliner is not None and not flush
-                else self.summarizer.summarize(full[: cut - base], **kw)
+                else self.summarizer.summarize(newest, **kw)  # first is 0 here
             )
             draft = await (asyncio.wrap_future(self._bg.submit(runner)) if wait else runner)
             content, method = draft.content, draft.method
@@ -552,7 +558,7 @@ class Conversations:
                 outline[cut - 1].seq, content, counter.count(content), method, self.clock(),
                 {"messages": draft.messages, "covered_tokens": covered_before + sum(costs[:cut])},
             )  # fmt: skip
-        kept_views = [self._view(m)[0] for m in full[cut - base :]]
+        kept_views = [self._view(full[i])[0] for i in range(cut, n)] if prompt else []
         new_tokens = (new_summary.tokens if new_summary else summary_tokens) + sum(costs[cut:])
         before_tokens = summary_tokens + sum(costs)
         version: int | None = None
@@ -572,9 +578,9 @@ class Conversations:
                 None, after, strategies, {"notes": list(notes), "reason": "nothing to summarise"},
             )  # fmt: skip
             await self.db.log_compaction(entry, tenant=tenant)
-        prompt = ([Message.system(content)] if content else []) + kept_views
+        shown = ([Message.system(content)] if content else []) + kept_views
         return CompactionResult(
-            prompt, content, len(outline), len(kept_views), flushed, before_tokens, new_tokens,
+            shown, content, n, n - cut, flushed, before_tokens, new_tokens,
             urgency.urgency, strategies, not preview and new_summary is not None, version,
             outline[cut - 1].seq if cut else None, method, notes,
         )  # fmt: skip
@@ -585,33 +591,32 @@ class Conversations:
             return None
         return o.tokens if self.engine.overhead is DEFAULT_OVERHEAD else None
 
-    def _costs(self, outline: Sequence[MessageOutline], full: Sequence[Message]) -> list[int]:
+    def _costs(self, outline: Sequence[MessageOutline], full: dict[int, Message]) -> list[int]:
         """Prompt costs: the stored counts, else counted now (those messages are in ``full``)."""
         counter, ov = self.engine.counter, self.engine.overhead
-        base = len(outline) - len(full)
         costs = []
         for i, o in enumerate(outline):
             cost = self._stored_cost(o)
             if cost is None:
-                cost = count_message(counter, self._view(full[i - base])[0], ov)
+                cost = count_message(counter, self._view(full[i])[0], ov)
             costs.append(cost)
         return costs
 
     async def _read_full(
         self, conversation: str, tenant: str, outline: Sequence[MessageOutline],
-        full: list[Message], start: int | None,
-    ) -> list[Message]:  # fmt: skip
-        """``full`` (the messages of the newest outlines) extended back to ``outline[start]``."""
-        have = len(outline) - len(full)
-        if start is None or start >= have:
-            return full
+        full: dict[int, Message], start: int, stop: int,
+    ) -> None:  # fmt: skip
+        """Read into ``full`` the stored messages of ``outline[start:stop]`` it lacks."""
+        missing = [i for i in range(start, stop) if i not in full]
+        if not missing:
+            return
+        lo, hi = missing[0], missing[-1]
         more = await self.db.read(
-            conversation, tenant=tenant, after_seq=outline[start].seq - 1,
-            upto_seq=outline[have - 1].seq,
-        )  # fmt: skip
-        if [m.seq for m in more] != [o.seq for o in outline[start:have]]:
+            conversation, tenant=tenant, after_seq=outline[lo].seq - 1, upto_seq=outline[hi].seq
+        )
+        if [m.seq for m in more] != [o.seq for o in outline[lo : hi + 1]]:
             raise StoreError(f"the stored messages of {conversation!r} changed during a compaction")
-        return more + full
+        full.update(zip(range(lo, hi + 1), more, strict=True))
 
     async def compact(
         self, conversation: str, *, tenant: str = "default", user: str = "anonymous",
