@@ -380,19 +380,25 @@ _STRONG_AS_WRITTEN = re.compile(
     r"|建议|应该|推荐|决定|采用|使用|改用|选择|需要|可以|必须|结论|解决|确定",
     re.IGNORECASE,
 )
+_WEAK_AS_WRITTEN = re.compile(
+    r"\b(?:is|are|was|were|will|works?|returns?|means?|because)\b|是|为|因为|所以|\d",
+    re.IGNORECASE,
+)
 _WORDS = st.sampled_from(
     ["Should", "ſhould", "USE", "uses", "İnstead", "instead", "FIX", "fixes", "recommended",
      "go with", "needs to", "switched to", "chose", "建议", "需要", "确定", "x", "_", "9", "é",
-     " ", ".", "。", "refuse", "misuse", "prefer中文", "\n", "- ", "1. ", "**"]
+     " ", ".", "。", "refuse", "misuse", "prefer中文", "\n", "- ", "1. ", "**", "Was", "İs",
+     "returns", "因为", "٣", "because", "awry"]
 )  # fmt: skip
 
 
 @given(st.lists(_WORDS, max_size=20).map("".join), st.lists(_WORDS, max_size=20).map(" ".join))
 def test_the_fast_rules_match_as_written(glued: str, spaced: str) -> None:
-    from contextwright.history._summary import _MD_PREFIX, _STRONG, _sentences
+    from contextwright.history._summary import _MD_PREFIX, _STRONG, _WEAK, _sentences
 
     for text in (glued, spaced):
         assert _STRONG.findall(text) == _STRONG_AS_WRITTEN.findall(text)
+        assert _WEAK.findall(text) == _WEAK_AS_WRITTEN.findall(text)
         lines = [_MD_PREFIX.sub("", x.strip()).replace("**", "").strip() for x in text.splitlines()]
         assert _sentences(text) == [
             p.strip()

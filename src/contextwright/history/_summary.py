@@ -173,8 +173,9 @@ _IMPERATIVE = re.compile(
     r"don't|do not|never|always)\b|^(?:请|先|不要|务必|记得)",
     re.IGNORECASE,
 )
-_WEAK = re.compile(
-    r"\b(?:is|are|was|were|will|works?|returns?|means?|because)\b|是|为|因为|所以|\d",
+_WEAK = re.compile(  # with the same kind of lookahead as _STRONG
+    r"(?=[iawrmb是为因所\d])"
+    r"(?:\b(?:is|are|was|were|will|works?|returns?|means?|because)\b|是|为|因为|所以|\d)",
     re.IGNORECASE,
 )
 _FILLER = re.compile(
