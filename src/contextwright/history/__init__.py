@@ -21,14 +21,9 @@ from ._compaction import (
 )
 from ._rank import IndexedTurn, QueryAnalysis, RankWeights, TurnIndex, TurnRanker, analyse
 from ._recall import MEMORY_QA_SHARES, RecallSource, SearchesMessages
-from ._summary import (
-    LLMSummarizer,
-    OutlineSummarizer,
-    RuleSummarizer,
-    Summarizer,
-    SummaryDraft,
-)
+from ._summary import OutlineSummarizer, RuleSummarizer, Summarizer, SummaryDraft
 from ._summary_format import RuleSummary, detect_locale
+from ._summary_llm import LLMSummarizer
 from ._task import ActiveTask, ActiveTaskSource, ActiveTaskTracker, TaskStatus, TaskStep
 from ._tools import (
     READBACK_TOOL,
