@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextwright import ConfigError, group_units
+from contextwright import ConfigError, Message, group_units
+from contextwright._messages import iter_units_backwards
 from contextwright.history import (
     PRESETS,
     CompactionConfig,
@@ -14,6 +15,7 @@ from contextwright.history import (
     plan_compaction,
     summary_boundary,
 )
+from contextwright.storage import SQLiteStore
 
 from .conftest import conversations
 
@@ -85,6 +87,30 @@ def test_boundary_never_splits_a_unit(msgs, keep):
     if cut:
         assert all(u.ok for u in group_units(msgs[:cut]))
         assert all(u.ok for u in group_units(msgs[cut:]))
+
+
+def _boundary_by_units(msgs: list[Message], keep: int) -> int:
+    """The boundary as it was first written: walk the units back from the newest."""
+    if len(msgs) <= keep:
+        return 0
+    cut = len(msgs) - keep
+    for unit in iter_units_backwards(msgs):
+        if unit.start <= cut < unit.end and unit.start != cut:
+            return unit.start
+        if unit.end <= cut:
+            break
+    return cut
+
+
+@given(conversations(max_units=25, broken=True), st.integers(0, 12))
+def test_boundary_reads_only_the_tool_run_at_the_cut(msgs, keep):
+    """Same cut as walking every unit, orphans and unanswered calls included, and from outlines."""
+    assert summary_boundary(msgs, keep) == _boundary_by_units(msgs, keep)
+    if msgs:
+        with SQLiteStore(":memory:") as store:
+            store.append("c", msgs, tenant="t", user="u")
+            outlines = store.read_outline("c", tenant="t")
+        assert summary_boundary(outlines, keep) == _boundary_by_units(msgs, keep)
 
 
 def test_plan_orders_strategies_and_stops_when_under():

@@ -245,6 +245,43 @@ def test_compact_lets_a_running_background_summary_land_first(tmp_path):
     convs.close()
 
 
+def test_compaction_reads_in_full_only_what_it_uses(tmp_path):
+    """Planned from outlines; read in full: the kept messages and the newest turns the rules read."""
+    engine = ContextEngine(counter=H, budget=3000)
+    cfg = CompactionConfig.preset("development")
+    store = CountingStore(tmp_path / "o.db")
+    convs = Conversations(engine, store, compaction=cfg)
+    msgs = thread(100)
+    for i in range(0, len(msgs), 5):  # small batches: no background summary
+        convs.append_sync("c", msgs[i : i + 5], tenant="t", user="u")
+    store.read_sizes.clear()
+    result = convs.compact_sync("c", tenant="t", user="u")
+    assert result.applied
+    assert result.original_count == len(msgs)
+    assert result.retained_count == cfg.keep_recent_messages
+    newest = convs.summarizer.full_messages([m.role for m in msgs[: result.upto_seq]])
+    assert sum(store.read_sizes) == newest + result.retained_count < len(msgs) // 4
+    # a background summary drops its result: it does not read the kept messages
+    store.read_sizes.clear()
+    convs.append_sync("bulk", msgs, tenant="t", user="u")
+    convs.wait_idle_sync()
+    summary = store.latest_summary("bulk", tenant="t")
+    assert summary is not None
+    newest = convs.summarizer.full_messages([m.role for m in msgs[: summary.upto_seq]])
+    assert store.read_sizes == [newest]
+    # messages stored without counts are read and counted: the same compaction
+    raw = Conversations(engine, SQLiteStore(tmp_path / "raw.db"), compaction=cfg)
+    raw.store.append("c", msgs, tenant="t", user="u")
+    again = raw.compact_sync("c", tenant="t", user="u")
+    assert again.summary == result.summary
+    assert again.tokens_before_compaction == result.tokens_before_compaction
+    assert [(m.seq, m.parts) for m in again.compacted_messages] == [
+        (m.seq, m.parts) for m in result.compacted_messages
+    ]
+    convs.close()
+    raw.close()
+
+
 def test_tenants_do_not_share_tails(convs):
     convs.append_sync(
         "same-id", [Message.user("alpha secret"), Message.assistant("ok")], tenant="a", user="u"

@@ -113,6 +113,54 @@ def test_read_ranges_limits_and_order(store):
         store.read("c", tenant=T, after_seq=-1)
 
 
+def test_read_outline_is_the_messages_without_their_payload(store):
+    saved = store.append(
+        "c1", every_part_type(), tenant=T, user="u", tokens=list(range(9)), counter="k"
+    )
+    store.append("c1", [Message.user("uncounted")], tenant=T, user="u")
+    outlines = store.read_outline("c1", tenant=T)
+    stored = store.read("c1", tenant=T)
+    assert [o.seq for o in outlines] == [m.seq for m in stored] == list(range(1, 11))
+    assert [o.role for o in outlines] == [m.role for m in stored]
+    assert [(o.tokens, o.counter) for o in outlines] == [(n, "k") for n in range(9)] + [(None, "")]
+    for o, m in zip(outlines, stored, strict=True):
+        assert o.text == ("" if m.role == "tool" else m.text)  # tool results are not read
+        assert o.tool_calls == tuple(c.name for c in m.tool_calls)
+        if m.role == "tool":
+            assert o.size == len(m.text)
+    assert outlines[5].tool_calls == ("search", "clock")
+    assert store.read_outline("c1", tenant=T, after_seq=3, upto_seq=6) == outlines[3:6]
+    assert saved[0].seq == outlines[0].seq
+
+
+def test_read_outline_is_scoped_by_tenant(store):
+    store.append("same", [Message.user("a's secret")], tenant="a", user="u")
+    store.append("same", [Message.user("b's"), Message.assistant("ok")], tenant="b", user="u")
+    assert [o.text for o in store.read_outline("same", tenant="a")] == ["a's secret"]
+    assert [o.text for o in store.read_outline("same", tenant="b")] == ["b's", "ok"]
+    assert store.read_outline("same", tenant="c") == []
+    assert store.read_outline("nope", tenant="a") == []
+    with pytest.raises(InvalidMessageError):
+        store.read_outline("same", tenant="a", after_seq=-1)
+    with pytest.raises(ConfigError):
+        store.read_outline("same", tenant="")
+
+
+@given(conversations(max_units=10, broken=True))
+def test_property_read_outline_matches_read(messages):
+    with SQLiteStore(":memory:") as s:
+        if messages:
+            s.append("c", messages, tenant=T, user="u", tokens=[len(m.text) for m in messages])
+        stored = s.read("c", tenant=T)
+        outlines = s.read_outline("c", tenant=T)
+        assert [(o.seq, o.role, o.tokens) for o in outlines] == [
+            (m.seq, m.role, len(m.text)) for m in stored
+        ]
+        assert [o.text for o in outlines if o.role != "tool"] == [
+            m.text for m in stored if m.role != "tool"
+        ]
+
+
 @given(conversations(max_units=10))
 def test_property_round_trip_of_random_conversations(messages):
     with SQLiteStore(":memory:") as s:
@@ -642,6 +690,7 @@ async def test_async_store_works_from_an_event_loop(tmp_path):
         assert await store.read("c", tenant=T) == saved
         assert (await store.search("c", "上海", tenant=T))[0].message == saved[0]
         assert await store.token_total("c", tenant=T) == (1, 4)
+        assert [o.text for o in await store.read_outline("c", tenant=T)] == ["我在上海"]
         with pytest.raises(InvalidMessageError):
             await store.append("c", ["nope"], tenant=T)  # type: ignore[list-item]
     with pytest.raises(StoreError):

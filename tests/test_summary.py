@@ -28,13 +28,16 @@ from contextwright import (
 )
 from contextwright.history import (
     LLMSummarizer,
+    OutlineSummarizer,
     RuleSummarizer,
     RuleSummary,
     Summarizer,
     SummaryDraft,
     detect_locale,
 )
+from contextwright.history._summary_format import CODE_FENCE
 from contextwright.llm import LLMError
+from contextwright.storage import SQLiteStore
 
 from .conftest import conversations
 
@@ -316,6 +319,113 @@ def test_settings_are_checked() -> None:
 def test_summarizers_satisfy_the_protocol() -> None:
     assert isinstance(rules(), Summarizer)
     assert isinstance(LLMSummarizer(StubLLM("x"), HEURISTIC), Summarizer)
+    assert isinstance(rules(), OutlineSummarizer)
+    assert not isinstance(LLMSummarizer(StubLLM("x"), HEURISTIC), OutlineSummarizer)
+
+
+# -- outlines: the older messages only counted ---------------------------------------------
+
+
+def _outlined(summarizer: RuleSummarizer, messages: list[Message], first: int, **kw: object) -> str:
+    """`summarize_outlined` with ``messages[:first]`` read back from a store as outlines."""
+    with SQLiteStore(":memory:") as store:
+        if messages:
+            store.append("c", messages, tenant="t", user="u")
+        older = store.read_outline("c", tenant="t", upto_seq=first)
+    draft = asyncio.run(summarizer.summarize_outlined(older, messages[first:], **kw))  # type: ignore[arg-type]
+    return draft.content
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        ENGLISH,
+        CHINESE,
+        ENGLISH + CHINESE,
+        [m.replace(id=f"m{i}") for i, m in enumerate(CHINESE * 3)],
+    ],
+)
+@pytest.mark.parametrize("caps", [{}, {"max_topics": 1, "max_conclusions": 1}])
+def test_outlined_summary_is_the_summary_of_the_messages(
+    messages: list[Message], caps: dict[str, int]
+) -> None:
+    summarizer = rules(**caps)
+    whole = summarizer.summarize_sync(messages, previous="An earlier note.", max_tokens=300)
+    full = summarizer.full_messages([m.role for m in messages])
+    assert 0 < full <= len(messages)
+    for first in range(len(messages) - full + 1):
+        got = _outlined(summarizer, messages, first, previous="An earlier note.", max_tokens=300)
+        assert got == whole.content
+
+
+@given(
+    conversations(max_units=20, broken=True),
+    st.integers(0, 3),
+    st.sampled_from(["auto", "en", "zh"]),
+    st.data(),
+)
+def test_property_outlined_summary_is_the_summary(
+    messages: list[Message], topics: int, locale: str, data: st.DataObject
+) -> None:
+    summarizer = rules(max_topics=topics, max_conclusions=topics)
+    whole = summarizer.summarize_sync(messages, max_tokens=500, locale=locale)
+    full = summarizer.full_messages([m.role for m in messages])
+    first = data.draw(st.integers(0, len(messages) - full))
+    assert _outlined(summarizer, messages, first, max_tokens=500, locale=locale) == whole.content
+
+
+_STRONG_AS_WRITTEN = re.compile(
+    r"\b(?:should|recommend\w*|suggest\w*|decid\w*|use|uses|using|switch(?:ed)? to|cho(?:o)?se|"
+    r"go with|prefer\w*|must|needs? to|instead|fix(?:ed|es)?|solution|conclusion)\b"
+    r"|建议|应该|推荐|决定|采用|使用|改用|选择|需要|可以|必须|结论|解决|确定",
+    re.IGNORECASE,
+)
+_WEAK_AS_WRITTEN = re.compile(
+    r"\b(?:is|are|was|were|will|works?|returns?|means?|because)\b|是|为|因为|所以|\d",
+    re.IGNORECASE,
+)
+_WORDS = st.sampled_from(
+    ["Should", "ſhould", "USE", "uses", "İnstead", "instead", "FIX", "fixes", "recommended",
+     "go with", "needs to", "switched to", "chose", "建议", "需要", "确定", "x", "_", "9", "é",
+     " ", ".", "。", "refuse", "misuse", "prefer中文", "\n", "- ", "1. ", "**", "Was", "İs",
+     "returns", "因为", "٣", "because", "awry"]
+)  # fmt: skip
+
+
+@given(st.lists(_WORDS, max_size=20).map("".join), st.lists(_WORDS, max_size=20).map(" ".join))
+def test_the_fast_rules_match_as_written(glued: str, spaced: str) -> None:
+    from contextwright.history._summary import _MD_PREFIX, _STRONG, _WEAK, _sentences
+
+    for text in (glued, spaced):
+        assert _STRONG.findall(text) == _STRONG_AS_WRITTEN.findall(text)
+        assert _WEAK.findall(text) == _WEAK_AS_WRITTEN.findall(text)
+        lines = [_MD_PREFIX.sub("", x.strip()).replace("**", "").strip() for x in text.splitlines()]
+        assert _sentences(text) == [
+            p.strip()
+            for line in lines
+            for p in re.split(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？；])", line)
+            if p.strip()
+        ]
+
+
+def _detect_by_scanning_all(texts: list[str]) -> str:
+    """`detect_locale` as first written: both regexes over every text."""
+    cjk = words = 0
+    for text in texts:
+        prose = CODE_FENCE.sub(" ", text)
+        cjk += len(re.findall(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]", prose))
+        words += len(re.findall(r"[A-Za-z]+", prose))
+    return "zh" if cjk and cjk >= 0.3 * (cjk + words) else "en"
+
+
+@given(
+    st.lists(
+        st.sampled_from(["plain words here", "我们讨论方案", "x ```py\n中文代码\n``` y", "", "é"]),
+        max_size=12,
+    )
+)
+def test_locale_skips_ascii_texts_without_changing_the_answer(texts: list[str]) -> None:
+    assert detect_locale(texts) == _detect_by_scanning_all(texts)
 
 
 # -- the LLM summarizer with stub models (the HTTP clients are in test_llm.py) ------------

@@ -21,8 +21,9 @@ from ._compaction import (
 )
 from ._rank import IndexedTurn, QueryAnalysis, RankWeights, TurnIndex, TurnRanker, analyse
 from ._recall import MEMORY_QA_SHARES, RecallSource, SearchesMessages
-from ._summary import LLMSummarizer, RuleSummarizer, Summarizer, SummaryDraft
+from ._summary import OutlineSummarizer, RuleSummarizer, Summarizer, SummaryDraft
 from ._summary_format import RuleSummary, detect_locale
+from ._summary_llm import LLMSummarizer
 from ._task import ActiveTask, ActiveTaskSource, ActiveTaskTracker, TaskStatus, TaskStep
 from ._tools import (
     READBACK_TOOL,
@@ -47,6 +48,7 @@ __all__ = [
     "Compression",
     "IndexedTurn",
     "LLMSummarizer",
+    "OutlineSummarizer",
     "QueryAnalysis",
     "RankWeights",
     "RecallSource",

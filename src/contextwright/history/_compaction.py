@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from .._errors import ConfigError
-from .._messages import Message, iter_units_backwards
+from .._messages import Message
 
 __all__ = [
     "PRESETS",
@@ -145,23 +145,40 @@ def check(
     return CompactionCheck(urgency != "none", live_tokens, threshold, urgency, due)
 
 
-def summary_boundary(messages: Sequence[Message], keep_recent: int) -> int:
+class Planned(Protocol):
+    """What a compaction plan reads of a message: a `Message` or a stored `MessageOutline`."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def tool_calls(self) -> tuple[object, ...]: ...
+
+
+def summary_boundary(messages: Sequence[Planned], keep_recent: int) -> int:
     """How many of ``messages`` (oldest first) to summarise, keeping ``keep_recent`` whole.
 
     The cut never falls inside a tool-call unit: it moves back to the start of the
     unit that would be split, so a call and its results are summarised together or
-    kept together.
+    kept together. Only the extent of that unit matters, and it follows from the
+    roles alone (as `iter_units_backwards` draws units): every message but a tool
+    result starts a unit, and a run of tool results belongs to the assistant
+    message before it if that one calls tools, else forms a unit of its own. So
+    only the run of tool results at the cut is read, and outlines do as well as
+    messages.
     """
     n = len(messages)
     if n <= keep_recent:
         return 0
     cut = n - keep_recent
-    for unit in iter_units_backwards(messages):
-        if unit.start <= cut < unit.end and unit.start != cut:
-            return unit.start
-        if unit.end <= cut:
-            break
-    return cut
+    if cut == n or messages[cut].role != "tool":
+        return cut
+    j = cut - 1
+    while j >= 0 and messages[j].role == "tool":
+        j -= 1
+    if j >= 0 and messages[j].role == "assistant" and messages[j].tool_calls:
+        return j
+    return j + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +194,7 @@ class CompactionPlan:
 
 def plan_compaction(
     config: CompactionConfig,
-    messages: Sequence[Message],
+    messages: Sequence[Planned],
     costs: Sequence[int],
     *,
     summary_tokens: int,

@@ -31,11 +31,15 @@ Two summarizers ship:
   appending text to text. Lines it does not recognise (an LLM's summary, a
   hand-written note) are kept as items of an "Earlier summary" section.
 
-* `LLMSummarizer` — asks an `LLM` to merge the previous summary and the new messages,
-  under a deadline; on any failure (timeout, error, empty answer) it falls back to
-  the rules and says so in ``method`` (seed 004 ``llm_fallback_to_rules``). The
-  message counts are appended by code, not by the model, so they stay exact and the
-  rules can continue from an LLM summary.
+* `LLMSummarizer` (``_summary_llm``) — asks an `LLM` to merge the previous summary and
+  the new messages, under a deadline; on any failure (timeout, error, empty answer) it
+  falls back to the rules and says so in ``method`` (seed 004 ``llm_fallback_to_rules``).
+  The message counts are appended by code, not by the model, so they stay exact and
+  the rules can continue from an LLM summary.
+
+The rules read only the newest turns in full and count the rest, so they are also an
+`OutlineSummarizer`: a compaction hands them the older messages as stored outlines
+(`Store.read_outline`) and never decodes thousands of messages it only counts.
 
 Over ``max_tokens``, the rules drop the oldest items first (the longest list loses
 first) and an LLM answer keeps as many of its first lines as fit; only when that is
@@ -44,29 +48,26 @@ not enough is the text cut with `truncate_to_tokens`. ``max_tokens`` is a hard c
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .._errors import ConfigError
 from .._messages import Message, TextPart
 from .._tokens import TokenCounter, truncate_to_tokens
-from ..llm import LLM, describe_error
+from ..storage import MessageOutline
 from ._summary_format import (
     CODE_FENCE,
-    LABELS,
     Locale,
     RuleSummary,
     add_counts,
     item_key,
     merge_items,
     resolve_locale,
-    strip_frame,
 )
 
-__all__ = ["LLMSummarizer", "RuleSummarizer", "Summarizer", "SummaryDraft"]
+__all__ = ["OutlineSummarizer", "RuleSummarizer", "Summarizer", "SummaryDraft"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,31 @@ class Summarizer(Protocol):
     ) -> SummaryDraft: ...
 
 
+@runtime_checkable
+class OutlineSummarizer(Summarizer, Protocol):
+    """A `Summarizer` that reads only the newest messages in full and counts the rest.
+
+    ``full_messages(roles)`` says how many of the newest of messages with these
+    roles (oldest first) it reads in full; `summarize_outlined` takes the older ones
+    as stored outlines (`Store.read_outline`: role, text but no tool results, tool
+    call names) and the newest as messages, and returns what `summarize` would for
+    all of them. A compaction of a long conversation then never decodes the
+    thousands of stored messages (their tool results above all) it only counts.
+    """
+
+    def full_messages(self, roles: Sequence[str]) -> int: ...
+
+    async def summarize_outlined(
+        self,
+        older: Sequence[MessageOutline],
+        newer: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_tokens: int = 800,
+        locale: str = "auto",
+    ) -> SummaryDraft: ...
+
+
 # -- extraction ------------------------------------------------------------------------
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
@@ -120,15 +146,25 @@ _FILE = re.compile(
     r"c|h|cc|cpp|hpp|cs|rb|php|swift|sql|sh|ini|cfg|conf|env|html|css|scss|vue|xml|proto|tf)"
     r"|Dockerfile|Makefile)(?![A-Za-z0-9_])"
 )
+# Every file name above has a dot before a lower-case extension, or is one of the two
+# names: texts without either (most prose) skip the costly scan.
+_FILE_HINT = re.compile(r"\.[a-z]|Dockerfile|Makefile")
 _MD_PREFIX = re.compile(r"^(?:[-*+•>]\s+|\d+[.)]\s+|#{1,6}\s+)+")
-# A sentence ends at . ! ? before a space, or right after Chinese end punctuation.
+# A sentence ends at . ! ? before a space, or right after Chinese end punctuation. The
+# zero-width Chinese alternative is tried at every position, so lines without such a
+# mark are split by the first alternative alone (the same pieces, 3x faster).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？；])")
+_SENTENCE_END_LATIN = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_CJK_END = "。！？；"
 # Words that state a result or decision (seed 004 "关键结论"). A sentence scores 2 per
 # strong word and 1 for any weak one; each reply gives its best-scoring sentences.
+# The lookahead names the first letters of the alternatives (ſ folds to s): it changes
+# no match, but lets the engine skip other positions fast (2.6x on long replies).
 _STRONG = re.compile(
-    r"\b(?:should|recommend\w*|suggest\w*|decid\w*|use|uses|using|switch(?:ed)? to|cho(?:o)?se|"
+    r"(?=[sſrduicgpmnf建应推决采使改选需可必结解确])"
+    r"(?:\b(?:should|recommend\w*|suggest\w*|decid\w*|use|uses|using|switch(?:ed)? to|cho(?:o)?se|"
     r"go with|prefer\w*|must|needs? to|instead|fix(?:ed|es)?|solution|conclusion)\b"
-    r"|建议|应该|推荐|决定|采用|使用|改用|选择|需要|可以|必须|结论|解决|确定",
+    r"|建议|应该|推荐|决定|采用|使用|改用|选择|需要|可以|必须|结论|解决|确定)",
     re.IGNORECASE,
 )
 # An instruction at the start of a sentence is a decision too ("Add tokio to Cargo.toml").
@@ -137,8 +173,9 @@ _IMPERATIVE = re.compile(
     r"don't|do not|never|always)\b|^(?:请|先|不要|务必|记得)",
     re.IGNORECASE,
 )
-_WEAK = re.compile(
-    r"\b(?:is|are|was|were|will|works?|returns?|means?|because)\b|是|为|因为|所以|\d",
+_WEAK = re.compile(  # with the same kind of lookahead as _STRONG
+    r"(?=[iawrmb是为因所\d])"
+    r"(?:\b(?:is|are|was|were|will|works?|returns?|means?|because)\b|是|为|因为|所以|\d)",
     re.IGNORECASE,
 )
 _FILLER = re.compile(
@@ -158,7 +195,9 @@ def _sentences(prose: str) -> list[str]:
     out: list[str] = []
     for line in prose.splitlines():
         line = _MD_PREFIX.sub("", line.strip()).replace("**", "").strip()
-        out.extend(p.strip() for p in _SENTENCE_END.split(line) if p.strip())
+        latin = line.isascii() or not any(mark in line for mark in _CJK_END)
+        ends = _SENTENCE_END_LATIN if latin else _SENTENCE_END
+        out.extend(p.strip() for p in ends.split(line) if p.strip())
     return out
 
 
@@ -186,6 +225,8 @@ def _newest(items: list[str], n: int) -> list[str]:
 
 
 def _files(text: str) -> list[str]:
+    if not _FILE_HINT.search(text):
+        return []
     return [m.group(0).removeprefix("./") for m in _FILE.finditer(_URL.sub(" ", text))]
 
 
@@ -259,11 +300,64 @@ class RuleSummarizer:
         locale: str = "auto",
     ) -> SummaryDraft:
         """`summarize` without the event loop: pure computation, no I/O."""
+        return self._summarize((), messages, previous, max_tokens, locale)
+
+    async def summarize_outlined(
+        self,
+        older: Sequence[MessageOutline],
+        newer: Sequence[Message],
+        *,
+        previous: str | None = None,
+        max_tokens: int = 800,
+        locale: str = "auto",
+    ) -> SummaryDraft:
+        """`summarize` of ``older`` then ``newer``, the older ones given as outlines.
+
+        The same text as `summarize` of all of them as messages when ``newer`` holds
+        at least the newest `full_messages` of them; with fewer, the outlines that the
+        rules would have read are only counted.
+        """
+        return self._summarize(older, newer, previous, max_tokens, locale)
+
+    def full_messages(self, roles: Sequence[str]) -> int:
+        """How many of the newest messages (with ``roles``, oldest first) are read in full.
+
+        Only the newest ``max_topics`` topics and ``max_conclusions`` conclusions
+        survive the caps, so older messages are only counted (roles, tool calls,
+        code languages); the sentence and conclusion rules, the costly part, run on
+        the newest messages with twice the room the caps need, which leaves space
+        for duplicates. Compacting 1,000 messages then costs about as much as 60.
+        """
+        users = replies = 0
+        start = len(roles)
+        need_users = 2 * self.max_topics
+        need_replies = 2 * self.max_conclusions // max(1, self.conclusions_per_reply) + 1
+        while start > 0 and (users < need_users or replies < need_replies):
+            start -= 1
+            users += roles[start] == "user"
+            replies += roles[start] == "assistant"
+        return len(roles) - start
+
+    def _summarize(
+        self,
+        older: Sequence[MessageOutline],
+        newer: Sequence[Message],
+        previous: str | None,
+        max_tokens: int,
+        locale: str,
+    ) -> SummaryDraft:
         if max_tokens < 0:
             raise ConfigError(f"max_tokens must be >= 0, got {max_tokens}")
-        loc = resolve_locale(locale, messages, previous)
+        loc = resolve_locale(locale, [*older, *newer], previous)
         before = RuleSummary.parse(previous) if previous else RuleSummary()
-        state = self._capped(before.merged(self._extract_newest(messages)))
+        # What the rules read in full (`full_messages`) is extracted; the rest is counted.
+        roles = [m.role for m in older] + [m.role for m in newer]
+        split = max(0, len(roles) - self.full_messages(roles) - len(older))
+        counted: list[MessageOutline | Message] = [*older, *newer[:split]]
+        recent = self.extract(newer[split:])
+        state = self._capped(
+            before.merged(self._count_only(counted).merged(recent) if counted else recent)
+        )
         content = self._fit(state, loc, max_tokens)
         return SummaryDraft(
             content=content,
@@ -315,44 +409,23 @@ class RuleSummarizer:
         s.files = merge_items((), s.files)
         return s
 
-    def _extract_newest(self, messages: Sequence[Message]) -> RuleSummary:
-        """`extract`, reading in full only the newest messages the caps can keep.
-
-        Only the newest ``max_topics`` topics and ``max_conclusions`` conclusions
-        survive the caps, so older messages are only counted (roles, tool calls,
-        code languages); the sentence and conclusion rules, the costly part, run on
-        the newest messages with twice the room the caps need, which leaves space for
-        duplicates. Compacting 1,000 messages then costs about as much as 60.
-        """
-        users = replies = 0
-        start = len(messages)
-        need_users = 2 * self.max_topics
-        need_replies = 2 * self.max_conclusions // max(1, self.conclusions_per_reply) + 1
-        while start > 0 and (users < need_users or replies < need_replies):
-            start -= 1
-            role = messages[start].role
-            users += role == "user"
-            replies += role == "assistant"
-        if start == 0:
-            return self.extract(messages)
-        return self._count_only(messages[:start]).merged(self.extract(messages[start:]))
-
     @staticmethod
-    def _count_only(messages: Sequence[Message]) -> RuleSummary:
+    def _count_only(messages: Sequence[MessageOutline | Message]) -> RuleSummary:
         """The counts `extract` would give, without reading the prose."""
         s = RuleSummary()
         for m in messages:
             s.messages += 1
-            if m.role == "user":
+            role = m.role
+            if role == "user":
                 s.user_messages += 1
-            elif m.role == "assistant":
+            elif role == "assistant":
                 s.assistant_messages += 1
                 for call in m.tool_calls:
                     s.tool_calls += 1
-                    add_counts(s.tools, {call.name: 1})
-            elif m.role == "tool":
+                    add_counts(s.tools, {call if isinstance(call, str) else call.name: 1})
+            elif role == "tool":
                 s.tool_messages += 1
-            if m.role in ("user", "assistant"):
+            if role in ("user", "assistant"):
                 text = m.text
                 if "```" in text:
                     langs = _split_code(text)[1]
@@ -366,7 +439,7 @@ class RuleSummarizer:
             if sentence.endswith(("?", "？", ":", "：")) or _is_filler(sentence):
                 continue
             strong = len(_STRONG.findall(sentence)) + bool(_IMPERATIVE.match(sentence))
-            score = 2 * strong + min(1, len(_WEAK.findall(sentence)))
+            score = 2 * strong + (_WEAK.search(sentence) is not None)
             scored.append((score, i, sentence))
         if not scored or self.conclusions_per_reply == 0:
             return []
@@ -406,216 +479,3 @@ class RuleSummarizer:
             if count(text) <= max_tokens:
                 return text
         return truncate_to_tokens(text, max_tokens, self.counter)
-
-
-# -- LLM summaries ---------------------------------------------------------------------
-
-PROMPTS: dict[Locale, tuple[str, str]] = {
-    "en": (
-        "You write faithful, concise summaries of conversations. You never invent facts.",
-        "Update the running summary of a conversation between a user and an assistant.\n\n"
-        "Merge the previous summary and the new messages into ONE summary. Do not just "
-        "append the new messages: combine what belongs together, update what changed, and "
-        "drop what no longer matters.\n"
-        "Keep:\n"
-        "- the user's background, goals and preferences;\n"
-        "- decisions and conclusions, with their reasons;\n"
-        "- open questions and unfinished tasks;\n"
-        "- technical details: file names, commands, code languages, tool results that matter.\n"
-        "Write in English, as short bullet lines, at most {max_tokens} tokens. "
-        "Reply with the summary only.\n\n"
-        "<previous_summary>\n{previous}\n</previous_summary>\n\n"
-        "<new_messages>\n{messages}\n</new_messages>",
-    ),
-    "zh": (
-        "你负责为对话撰写忠实、简洁的摘要，从不编造事实。",
-        "请更新用户与助手之间对话的滚动摘要。\n\n"
-        "把之前的摘要和新消息合并成一份摘要。不要把新消息简单地追加在后面：合并相关的内容，"
-        "更新已经变化的信息，删掉不再重要的内容。\n"
-        "需要保留：\n"
-        "- 用户的背景、目标和偏好；\n"
-        "- 决定和结论，以及理由；\n"
-        "- 尚未解决的问题和未完成的任务；\n"
-        "- 技术细节：文件名、命令、代码语言、重要的工具结果。\n"
-        "用中文书写，使用简短的要点，最多 {max_tokens} 个 token。只输出摘要本身。\n\n"
-        "<previous_summary>\n{previous}\n</previous_summary>\n\n"
-        "<new_messages>\n{messages}\n</new_messages>",
-    ),
-}
-_NONE = {"en": "(none)", "zh": "（无）"}
-# Message text must not close the prompt's own tags and smuggle in instructions.
-_PROMPT_TAG = re.compile(r"<(/?\s*(?:previous_summary|new_messages))", re.IGNORECASE)
-
-
-def _transcript(messages: Sequence[Message], tool_result_chars: int) -> str:
-    lines: list[str] = []
-    call_names: dict[str, str] = {}
-    for m in messages:
-        if m.role == "tool":
-            for r in m.tool_results:
-                name = r.name or call_names.get(r.call_id) or "tool"
-                flag = " (error)" if r.is_error else ""
-                lines.append(f"[tool {name}{flag}] {_clip(r.text, tool_result_chars)}")
-            continue
-        text = "\n".join(p.text for p in m.parts if isinstance(p, TextPart)).strip()
-        if text:
-            lines.append(f"[{m.role}] {text}")
-        for call in m.tool_calls:
-            call_names[call.id] = call.name
-            lines.append(f"[{m.role} calls {call.name}] {_clip(call.arguments, tool_result_chars)}")
-    return _PROMPT_TAG.sub(r"‹\1", "\n".join(lines))
-
-
-class LLMSummarizer:
-    """Summaries written by an `LLM`, under a deadline, falling back to the rules.
-
-    The prompt (``PROMPTS``, English or Chinese; or ``prompt_template`` with the
-    fields ``{previous}``, ``{messages}`` and ``{max_tokens}``) asks the model to merge
-    the previous summary with the new messages. The call runs under
-    ``asyncio.wait_for(deadline)``. A timeout, an exception or an empty answer falls
-    back to ``fallback`` (default `RuleSummarizer`) with ``method`` naming the reason;
-    an answer over ``max_tokens`` is cut, not rejected. The new messages are shown to
-    the model with tool output cut to ``tool_result_chars`` characters and the whole
-    transcript to ``max_input_tokens``.
-    """
-
-    def __init__(
-        self,
-        llm: LLM,
-        counter: TokenCounter,
-        *,
-        deadline: float = 8.0,
-        fallback: Summarizer | None = None,
-        prompt_template: str | None = None,
-        system: str | None = None,
-        tool_result_chars: int = 300,
-        max_input_tokens: int = 8000,
-    ) -> None:
-        if deadline <= 0:
-            raise ConfigError(f"LLMSummarizer deadline must be > 0 seconds, got {deadline}")
-        if prompt_template is not None:
-            try:
-                prompt_template.format(previous="", messages="", max_tokens=0)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ConfigError(
-                    "prompt_template may use only {previous}, {messages} and {max_tokens} "
-                    f"(write literal braces as {{{{ }}}}): {exc!r}"
-                ) from None
-        self.llm = llm
-        self.counter = counter
-        self.deadline = deadline
-        self.fallback: Summarizer = fallback or RuleSummarizer(counter)
-        self.prompt_template = prompt_template
-        self.system = system
-        self.tool_result_chars = tool_result_chars
-        self.max_input_tokens = max_input_tokens
-        self.name = f"llm:{llm.name}"
-
-    def build_prompt(
-        self, messages: Sequence[Message], *, previous: str | None, max_tokens: int, locale: Locale
-    ) -> tuple[str, str]:
-        """The ``(system, prompt)`` pair sent to the model."""
-        system, template = PROMPTS[locale]
-        transcript = truncate_to_tokens(
-            _transcript(messages, self.tool_result_chars),
-            self.max_input_tokens,
-            self.counter,
-            keep="both",
-        )
-        # The counts line is the code's business: the model is not asked to keep it.
-        body = strip_frame(previous or "") or _NONE[locale]
-        prompt = (self.prompt_template or template).format(
-            previous=_PROMPT_TAG.sub(r"‹\1", body), messages=transcript, max_tokens=max_tokens
-        )
-        return (self.system if self.system is not None else system), prompt
-
-    async def summarize(
-        self,
-        messages: Sequence[Message],
-        *,
-        previous: str | None = None,
-        max_tokens: int = 800,
-        locale: str = "auto",
-    ) -> SummaryDraft:
-        if max_tokens < 0:
-            raise ConfigError(f"max_tokens must be >= 0, got {max_tokens}")
-        loc = resolve_locale(locale, messages, previous)
-        system, prompt = self.build_prompt(
-            messages, previous=previous, max_tokens=max_tokens, locale=loc
-        )
-        try:
-            answer = await asyncio.wait_for(
-                self.llm.complete(prompt, system=system, max_tokens=max(1, max_tokens)),
-                self.deadline,
-            )
-        except asyncio.TimeoutError:
-            reason = f"timeout after {self.deadline:g}s"
-        except Exception as exc:  # any failure of the model falls back (seed 004)
-            reason = describe_error(exc, 160)
-        else:
-            body = strip_frame(answer if isinstance(answer, str) else "")
-            if body:
-                return self._draft(body, messages, previous, max_tokens, loc)
-            reason = "empty answer"
-        draft = await self.fallback.summarize(
-            messages, previous=previous, max_tokens=max_tokens, locale=loc
-        )
-        return replace(draft, method=f"{draft.method} (fallback: {reason})")
-
-    def _draft(
-        self,
-        body: str,
-        messages: Sequence[Message],
-        previous: str | None,
-        max_tokens: int,
-        locale: Locale,
-    ) -> SummaryDraft:
-        counts = RuleSummary.parse(previous) if previous else RuleSummary()
-        for m in messages:
-            counts.messages += 1
-            counts.user_messages += m.role == "user"
-            counts.assistant_messages += m.role == "assistant"
-            counts.tool_messages += m.role == "tool"
-            counts.tool_calls += len(m.tool_calls)
-        head, tail = LABELS[locale]["header"], counts.counts_line(locale)
-        content = _fit_frame(head, body, tail, max_tokens, self.counter)
-        return SummaryDraft(
-            content=content,
-            method=self.name,
-            messages=counts.messages,
-            user_messages=counts.user_messages,
-            assistant_messages=counts.assistant_messages,
-            tool_messages=counts.tool_messages,
-            tokens=self.counter.count(content),
-        )
-
-
-def _fit_frame(head: str, body: str, tail: str, max_tokens: int, counter: TokenCounter) -> str:
-    """``head``, ``body`` and ``tail`` on their lines within ``max_tokens``, cutting the body.
-
-    Whole lines of the body are kept while they fit (the model's bullets stay intact);
-    only when not even the first one fits is it cut inside, and only when the frame
-    itself does not fit is the whole text cut.
-    """
-    text = f"{head}\n{body}\n{tail}"
-    if counter.count(text) <= max_tokens:
-        return text
-    lines = body.splitlines()
-    lo, hi = 0, len(lines)  # the first lo lines fit; the first hi do not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if counter.count("\n".join([head, *lines[:mid], tail])) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid
-    if lo:
-        return "\n".join([head, *lines[:lo], tail])
-    room = max_tokens - counter.count(head) - counter.count(tail) - 2
-    while room > 0:
-        cut = truncate_to_tokens(lines[0] if lines else body, room, counter)
-        text = f"{head}\n{cut}\n{tail}"
-        over = counter.count(text) - max_tokens
-        if over <= 0:
-            return text
-        room -= over  # tokens can merge differently across the joins
-    return truncate_to_tokens(f"{head}\n{body}\n{tail}", max_tokens, counter)

@@ -2,7 +2,8 @@
 
 `Store` is the contract the history part reads and writes through: append-only
 messages with per-conversation sequence numbers and stored token counts, the
-tail of a conversation under a token budget, versioned summaries, a compaction
+tail of a conversation under a token budget, outlines of stored messages (what a
+compaction plans from, without decoding them), versioned summaries, a compaction
 log, a short-lived working memory, pinned items, and full-text search over old
 turns in English and Chinese — every call scoped by tenant. `SQLiteStore` is the
 embedded default (one SQLite file, WAL, FTS5); `AsyncStore` runs any store on a
@@ -19,6 +20,7 @@ from ._async import AsyncStore
 from ._base import (
     CompactionEntry,
     ConversationInfo,
+    MessageOutline,
     PinnedItem,
     SearchHit,
     Store,
@@ -34,6 +36,7 @@ __all__ = [
     "AsyncStore",
     "CompactionEntry",
     "ConversationInfo",
+    "MessageOutline",
     "Migration",
     "PinnedItem",
     "SQLiteStore",

@@ -86,6 +86,7 @@ class AsyncStore:
     append = _OnWorker(Store.append)
     read = _OnWorker(Store.read)
     read_tail = _OnWorker(Store.read_tail)
+    read_outline = _OnWorker(Store.read_outline)
     token_total = _OnWorker(Store.token_total)
     count_messages = _OnWorker(Store.count_messages)
     message_tokens = _OnWorker(Store.message_tokens)

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError
 from .._messages import ImagePart, Message, TextPart, ToolResultPart, _part_to_dict
-from ._base import CompactionEntry, ConversationInfo, Summary
+from ._base import CompactionEntry, ConversationInfo, MessageOutline, Summary
 from ._fts import index_text, segment
 
 MAX_SEQ = 2**63 - 1
@@ -120,6 +120,33 @@ def message(row: Sequence[Any]) -> Message:
         # cache makes a recount free for every message counted by that counter.
         msg._token_cache[counter] = tokens
     return msg
+
+
+# The outline's columns: the parts only where the text is wanted (not tool results).
+OUTLINE_COLUMNS = (
+    "m.seq, m.role, m.tokens, m.counter, m.size, "
+    "CASE WHEN m.role = 'tool' THEN NULL ELSE m.parts END"
+)
+
+
+def outline(row: Sequence[Any]) -> MessageOutline:
+    """The `MessageOutline` of a row selected with `OUTLINE_COLUMNS`.
+
+    Only the text and tool-call parts are read, as plain JSON: no `Message` is
+    built. The text is joined as `Message.text` joins it (images left out).
+    """
+    seq, role, tokens, counter, size, parts = row
+    if parts is None:
+        return MessageOutline(seq, role, tokens, counter, size)
+    texts: list[str] = []
+    calls: list[str] = []
+    for p in json.loads(parts):
+        kind = p.get("type")
+        if kind == "text":
+            texts.append(p["text"])
+        elif kind == "tool_call":
+            calls.append(p["name"])
+    return MessageOutline(seq, role, tokens, counter, size, "\n".join(texts), tuple(calls))
 
 
 def summary(conversation: str, row: Sequence[Any]) -> Summary:
