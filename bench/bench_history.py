@@ -690,7 +690,8 @@ class Phases:
 
 
 STORE_CALLS = (
-    "get_conversation", "read", "read_tail", "latest_summary", "search", "search_seqs", "append",
+    "get_conversation", "read", "read_outline", "read_tail", "latest_summary", "search",
+    "search_seqs", "append",
 )  # fmt: skip
 
 
@@ -886,19 +887,22 @@ def bench_compact(
         conv = Conversations(make_engine(now, sources=False), store)
         import_conv(conv, "c", fresh(thread[:1000]), 1000)
         phases = Phases(conv)
-        summarize = conv.summarizer.summarize
         spent: list[float] = []
+        for name in ("summarize", "summarize_outlined"):
+            inner = getattr(conv.summarizer, name, None)
+            if inner is None:
+                continue
 
-        async def timed(
-            *a: Any, _summarize: Any = summarize, _spent: list[float] = spent, **k: Any
-        ) -> Any:
-            t = time.perf_counter()
-            try:
-                return await _summarize(*a, **k)
-            finally:
-                _spent.append((time.perf_counter() - t) * 1e3)
+            async def timed(
+                *a: Any, _inner: Any = inner, _spent: list[float] = spent, **k: Any
+            ) -> Any:
+                t = time.perf_counter()
+                try:
+                    return await _inner(*a, **k)
+                finally:
+                    _spent.append((time.perf_counter() - t) * 1e3)
 
-        conv.summarizer.summarize = timed  # type: ignore[method-assign]
+            setattr(conv.summarizer, name, timed)
         calls = record_store(store, (*STORE_CALLS, "save_compaction"))
         timed_tail = conv._tail
 
