@@ -67,6 +67,26 @@ _STOP = frozenset(
 _WORD = re.compile(r"[A-Za-z]+")
 
 
+# FTS5 keeps a transaction's new postings in a hash table and writes them out as a
+# segment whenever it holds more than 'hashsize' bytes (1 MB by default), merging
+# segments as they pile up. A 10,000-message import indexes 7.5 MB: at 16 MB it is
+# written once, and its indexing took 0.15 s instead of 0.20 s. The setting is
+# stored in the index's config table, so it is written once per file (by the first
+# bulk append); it only bounds the memory a single large transaction may use.
+_BULK_ROWS = 1000
+_FTS_HASH_BYTES = 16 << 20
+
+
+def _size_fts_hash(conn: sqlite3.Connection) -> None:
+    row = conn.execute("SELECT v FROM message_fts_config WHERE k = 'hashsize'").fetchone()
+    if row is None or row[0] != _FTS_HASH_BYTES:
+        with suppress(sqlite3.OperationalError):  # an SQLite without the option
+            conn.execute(
+                "INSERT INTO message_fts (message_fts, rank) VALUES ('hashsize', ?)",
+                (_FTS_HASH_BYTES,),
+            )
+
+
 def _focus(query: str) -> str:
     """``query`` without English function words (CJK and other text untouched)."""
     return _WORD.sub(lambda m: "" if m.group(0).lower() in _STOP else m.group(0), query)
@@ -278,11 +298,15 @@ class SQLiteStore(HistoryTables):
             # Rows already stored under the batch's ids (retries), then the batch's own.
             known: dict[str, Sequence[Any]] = {}
             if seq and batch:
-                ids = json.dumps([p.message.id for p in batch])
+                # one id (a turn) is looked up directly; json_each spares a batch
+                # a statement with thousands of placeholders
+                if len(batch) == 1:
+                    where, arg = "m.id = ?", batch[0].message.id
+                else:
+                    where = "m.id IN (SELECT value FROM json_each(?))"
+                    arg = json.dumps([p.message.id for p in batch])
                 for row in conn.execute(
-                    f"SELECT {MSG_COLUMNS} FROM messages m "
-                    "WHERE m.cid = ? AND m.id IN (SELECT value FROM json_each(?))",
-                    (cid, ids),
+                    f"SELECT {MSG_COLUMNS} FROM messages m WHERE m.cid = ? AND {where}", (cid, arg)
                 ):
                     known[row[3]] = row
             now = self.clock()
@@ -337,18 +361,24 @@ class SQLiteStore(HistoryTables):
     def _insert(
         conn: sqlite3.Connection, cid: int, rows: list[tuple[Any, ...]], bodies: list[str]
     ) -> None:
+        if len(rows) >= _BULK_ROWS:
+            _size_fts_hash(conn)
         # Choosing the rowids here (under the write lock) lets the FTS rows be
         # inserted with executemany too, without reading the rowids back. The
-        # AUTOINCREMENT counter is the highest pk ever used, deleted or not.
-        (top,) = conn.execute(
-            "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0)"
-        ).fetchone()
-        pks = range(top + 1, top + 1 + len(rows))
-        conn.executemany(
+        # AUTOINCREMENT counter is the highest pk ever used, deleted or not. One
+        # row (a turn) takes its pk from the insert instead: one statement less.
+        sql = (
             "INSERT INTO messages (pk, cid, size, seq, tokens, counter, id, role, created_at, "
-            "name, metadata, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(pk, *row) for pk, row in zip(pks, rows, strict=True)],
+            "name, metadata, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        if len(rows) == 1:
+            pks: Sequence[int] = [conn.execute(sql, (None, *rows[0])).lastrowid or 0]
+        else:
+            (top,) = conn.execute(
+                "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0)"
+            ).fetchone()
+            pks = range(top + 1, top + 1 + len(rows))
+            conn.executemany(sql, [(pk, *row) for pk, row in zip(pks, rows, strict=True)])
         scope = f"c{cid}"
         conn.executemany(
             "INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)",
