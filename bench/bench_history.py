@@ -685,7 +685,10 @@ class Phases:
         conv._tail, conv._check, conv.append = _tail, _check, append  # type: ignore[method-assign]
 
 
-STORE_CALLS = ("get_conversation", "read", "read_tail", "latest_summary", "search", "append")
+STORE_CALLS = (
+    "get_conversation", "read", "read_tail", "latest_summary", "search", "append",
+    "append_with_readback",
+)  # fmt: skip
 
 
 def record_store(store: SQLiteStore, names: Sequence[str] = STORE_CALLS) -> dict[str, Any]:

@@ -267,9 +267,7 @@ class SQLiteStore(HistoryTables):
         returned (safe retries). The same id with other content raises
         `InvalidMessageError` and nothing of the batch is written.
         """
-        return self.append_with_readback(
-            conversation, messages, tenant=tenant, user=user, tokens=tokens, counter=counter
-        )
+        return self._append(conversation, messages, tenant, user, tokens, counter, ())
 
     def append_with_readback(
         self,
@@ -292,6 +290,18 @@ class SQLiteStore(HistoryTables):
         less to write per 10,000 messages of the benchmark thread), and the
         pointer is written with the message or not at all.
         """
+        return self._append(conversation, messages, tenant, user, tokens, counter, readback)
+
+    def _append(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        tenant: str,
+        user: str,
+        tokens: Sequence[int] | None,
+        counter: str,
+        readback: Sequence[tuple[int, str, str, float]],
+    ) -> list[Message]:
         _rows.name(conversation, "conversation")
         _rows.name(user, "user")
         if not isinstance(counter, str):
