@@ -221,3 +221,49 @@ def test_property_head_and_tail_matches_truncate_to_tokens(text, room):
     assert C.count(got) <= room
     if len(text) <= room * 32:  # the search never looks further than that
         assert got == expected
+
+
+def _reference_largest(value, path=()):
+    """The original depth-first search (every node visited, first 50 items of a list)."""
+    best = None
+    if isinstance(value, list):
+        best = (value, path)
+        items = [((*path, i), v) for i, v in enumerate(value[:50])]
+    elif isinstance(value, dict):
+        items = [((*path, k), v) for k, v in value.items()]
+    else:
+        return None
+    for sub_path, sub in items:
+        found = _reference_largest(sub, sub_path)
+        if found is not None and (best is None or len(found[0]) > len(best[0])):
+            best = found
+    return best
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=8) | st.dictionaries(st.text(max_size=3), inner, max_size=5),
+    max_leaves=40,
+)
+
+
+@given(_JSON, st.integers(0, 6))
+def test_property_the_largest_list_and_its_cut_match_the_full_search(value, keep):
+    from contextwright.history._tools import _cut_list, _largest_list
+
+    found, expected = _largest_list(value), _reference_largest(value)
+    if expected is None:
+        assert found is None
+        return
+    assert found is not None
+    assert found[0] is expected[0]
+    assert found[1] == expected[1]
+    if len(found[0]) > keep:
+        before = json.dumps(value)
+        cut = _cut_list(value, found[1], keep)
+        target = cut
+        for k in found[1]:
+            target = target[k]
+        assert target[:keep] == found[0][:keep]
+        assert target[keep].endswith(f"of {len(found[0])} not shown")
+        assert json.dumps(value) == before  # the input is left as it was (shared, not cut)

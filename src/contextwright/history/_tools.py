@@ -139,6 +139,9 @@ class Compression:
         return self.strategy != "none"
 
 
+_CONTAINERS = frozenset((list, dict))
+
+
 def _largest_list(value: Any) -> tuple[list[Any], tuple[Any, ...]] | None:
     """The longest list in a JSON value (the first depth-first on a tie) and its path.
 
@@ -155,8 +158,14 @@ def _largest_list(value: Any) -> tuple[list[Any], tuple[Any, ...]] | None:
         if type(v) is list:
             if best is None or len(v) > len(best):
                 best, best_path = v, tuple(path)
-            children: Any = enumerate(v[:50])
+            head = v[:50]
+            # most rows hold only scalars: one C-level check skips them
+            if _CONTAINERS.isdisjoint(map(type, head)):
+                return
+            children: Any = enumerate(head)
         else:
+            if _CONTAINERS.isdisjoint(map(type, v.values())):
+                return
             children = v.items()
         for k, x in children:
             if type(x) is list or type(x) is dict:
