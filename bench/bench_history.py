@@ -691,7 +691,7 @@ class Phases:
 
 STORE_CALLS = (
     "get_conversation", "read", "read_outline", "read_tail", "latest_summary", "search",
-    "search_seqs", "append",
+    "search_seqs", "append", "append_with_readback",
 )  # fmt: skip
 
 

@@ -838,3 +838,19 @@ def test_property_segment_skips_only_text_without_cjk(text):
     from contextwright.storage._fts import _CJK_RUN, _split_run
 
     assert segment(text) == _CJK_RUN.sub(_split_run, text)
+
+
+def test_a_bulk_append_sizes_the_fts_hash_once(store):
+    def hashsize():
+        return store._conn.execute(
+            "SELECT v FROM message_fts_config WHERE k = 'hashsize'"
+        ).fetchone()
+
+    store.append("c", [Message.user("one turn")], tenant=T, user="u")
+    assert hashsize() is None  # a turn leaves the index's settings alone
+    bulk = [Message.user(f"bulk {i} 我在上海工作") for i in range(1000)]
+    store.append("c", bulk, tenant=T, user="u")
+    assert hashsize() == (16 << 20,)
+    assert {h.message.seq for h in store.search("c", "上海", tenant=T, limit=2000)} == set(
+        range(2, 1002)
+    )

@@ -156,11 +156,13 @@ _TEXTS = st.one_of(
 )  # fmt: skip
 
 
-@given(_TEXTS, st.integers(16, 1200))
-def test_property_a_kept_result_always_fits_by_the_exact_count(text, max_tokens):
+@given(_TEXTS, st.integers(16, 1200), st.sampled_from([None, 1.0, 2.0]))
+def test_property_a_kept_result_always_fits_by_the_exact_count(text, max_tokens, offload):
     # The cheap decisions (UTF-8 size, a counted sample) may only ever send a result
-    # that would fit to compression, never keep one that does not.
-    comp = ToolResultCompressor(C, default=ToolPolicy(max_tokens=max_tokens, offload_above=None))
+    # that would fit to compression, never keep one that does not; and the view,
+    # pointer included, is counted exactly and fits.
+    above = None if offload is None else int(max_tokens * offload)
+    comp = ToolResultCompressor(C, default=ToolPolicy(max_tokens=max_tokens, offload_above=above))
     out = comp.compress(text, tool="t", key="tool:1")
     exact = C.count(text)
     if not out.changed:
@@ -169,7 +171,9 @@ def test_property_a_kept_result_always_fits_by_the_exact_count(text, max_tokens)
         assert not out.estimated
     else:
         assert exact > max_tokens or out.estimated
-        assert out.tokens_after == C.count(out.text) <= max_tokens
+        assert out.tokens_after == C.count(out.text)
+        if out.offload_key is None or max_tokens >= 64:  # else the pointer alone may not fit
+            assert out.tokens_after <= max_tokens
         if not out.estimated:
             assert out.tokens_before == exact
 
@@ -217,3 +221,49 @@ def test_property_head_and_tail_matches_truncate_to_tokens(text, room):
     assert C.count(got) <= room
     if len(text) <= room * 32:  # the search never looks further than that
         assert got == expected
+
+
+def _reference_largest(value, path=()):
+    """The original depth-first search (every node visited, first 50 items of a list)."""
+    best = None
+    if isinstance(value, list):
+        best = (value, path)
+        items = [((*path, i), v) for i, v in enumerate(value[:50])]
+    elif isinstance(value, dict):
+        items = [((*path, k), v) for k, v in value.items()]
+    else:
+        return None
+    for sub_path, sub in items:
+        found = _reference_largest(sub, sub_path)
+        if found is not None and (best is None or len(found[0]) > len(best[0])):
+            best = found
+    return best
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=8) | st.dictionaries(st.text(max_size=3), inner, max_size=5),
+    max_leaves=40,
+)
+
+
+@given(_JSON, st.integers(0, 6))
+def test_property_the_largest_list_and_its_cut_match_the_full_search(value, keep):
+    from contextwright.history._tools import _cut_list, _largest_list
+
+    found, expected = _largest_list(value), _reference_largest(value)
+    if expected is None:
+        assert found is None
+        return
+    assert found is not None
+    assert found[0] is expected[0]
+    assert found[1] == expected[1]
+    if len(found[0]) > keep:
+        before = json.dumps(value)
+        cut = _cut_list(value, found[1], keep)
+        target = cut
+        for k in found[1]:
+            target = target[k]
+        assert target[:keep] == found[0][:keep]
+        assert target[keep].endswith(f"of {len(found[0])} not shown")
+        assert json.dumps(value) == before  # the input is left as it was (shared, not cut)

@@ -260,19 +260,21 @@ class Conversations:
     ) -> list[Message]:
         """Store a prepared batch and its offloaded tool results, on the calling thread.
 
-        An `SQLiteStore` keeps the messages and their read-back keys in one
-        transaction, the keys referring to the stored tool results (the store
-        already keeps them verbatim: no second copy). Another `Store` gets the
-        originals with `put_working`, one call each, after the messages.
+        A batch without offloads is a plain `Store.append`. With offloads, an
+        `SQLiteStore` keeps the messages and their read-back keys in one
+        transaction (``append_with_readback``), the keys referring to the stored
+        tool results (the store already keeps them verbatim: no second copy);
+        another `Store` gets the originals with `put_working`, one call each,
+        after the messages.
         """
         counter = self.engine.counter.name
         store = self.store
-        if isinstance(store, SQLiteStore):
-            readback = [
-                (i, call_id, key, ttl)
-                for i, (_, offloads) in enumerate(views)
-                for key, call_id, _, ttl in offloads
-            ]
+        readback = [
+            (i, call_id, key, ttl)
+            for i, (_, offloads) in enumerate(views)
+            for key, call_id, _, ttl in offloads
+        ]
+        if readback and isinstance(store, SQLiteStore):
             return store.append_with_readback(
                 conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
                 readback=readback,

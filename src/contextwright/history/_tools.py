@@ -139,6 +139,9 @@ class Compression:
         return self.strategy != "none"
 
 
+_CONTAINERS = frozenset((list, dict))
+
+
 def _largest_list(value: Any) -> tuple[list[Any], tuple[Any, ...]] | None:
     """The longest list in a JSON value (the first depth-first on a tie) and its path.
 
@@ -155,8 +158,14 @@ def _largest_list(value: Any) -> tuple[list[Any], tuple[Any, ...]] | None:
         if type(v) is list:
             if best is None or len(v) > len(best):
                 best, best_path = v, tuple(path)
-            children: Any = enumerate(v[:50])
+            head = v[:50]
+            # most rows hold only scalars: one C-level check skips them
+            if _CONTAINERS.isdisjoint(map(type, head)):
+                return
+            children: Any = enumerate(head)
         else:
+            if _CONTAINERS.isdisjoint(map(type, v.values())):
+                return
             children = v.items()
         for k, x in children:
             if type(x) is list or type(x) is dict:
@@ -253,12 +262,17 @@ class ToolResultCompressor:
             return Compression(content, "none", before, before)
         offload = above is not None and before > above
         pointer = self._pointer(key, before, exact) if offload else ""
-        room = limit - (count(pointer) + 1 if pointer else 0)
-        text, strategy = self._view(content, policy, max(room, 8), before)
-        if pointer:
+        if pointer and count(pointer) + 1 + 8 > limit:
+            # no room beside the pointer: the view gets 8 tokens and the result
+            # goes over max_tokens, rather than losing the way to the original
+            text, strategy, _ = self._view(content, policy, 8, before)
             text = f"{text}\n{pointer}"
+            after = count(text)
+        else:
+            suffix = f"\n{pointer}" if pointer else ""
+            text, strategy, after = self._view(content, policy, limit, before, suffix)
         return Compression(
-            text, strategy, before, count(text), key if offload else None,
+            text, strategy, before, after, key if offload else None,
             content if offload else None, not exact,
         )  # fmt: skip
 
@@ -290,7 +304,14 @@ class ToolResultCompressor:
             f"call {self.readback_name}(key={json.dumps(key)}, page=1) to read it]"
         )
 
-    def _view(self, content: str, policy: ToolPolicy, room: int, tokens: int) -> tuple[str, str]:
+    def _view(
+        self, content: str, policy: ToolPolicy, room: int, tokens: int, suffix: str = ""
+    ) -> tuple[str, str, int]:
+        """(view + ``suffix``, strategy, its count): the first view that fits ``room`` with it.
+
+        Each candidate is counted once, with the suffix (the pointer), so the count
+        that decides it fits is the exact count of the text returned.
+        """
         parsed: Any = None
         is_json = False
         if policy.strategy in ("auto", "json_list", "json_skeleton"):
@@ -306,23 +327,26 @@ class ToolResultCompressor:
             found = _largest_list(parsed)
             keep = policy.list_items
             while found is not None and keep >= 0 and len(found[0]) > keep:
-                text = _dumps(_cut_list(parsed, found[1], keep))
-                if count(text) <= room:
-                    return text, "json_list"
+                text = _dumps(_cut_list(parsed, found[1], keep)) + suffix
+                n = count(text)
+                if n <= room:
+                    return text, "json_list", n
                 keep = keep - 1 if keep > 1 else -1
         if is_json and policy.strategy in ("auto", "json_skeleton", "json_list"):
-            text = _dumps(_skeleton(parsed))
-            if count(text) <= room:
-                return text, "json_skeleton"
-        return self._head_tail(content, room, tokens), "head_tail"
+            text = _dumps(_skeleton(parsed)) + suffix
+            n = count(text)
+            if n <= room:
+                return text, "json_skeleton", n
+        text = self._head_tail(content, room, tokens, suffix)
+        return text, "head_tail", count(text)
 
-    def _head_tail(self, text: str, room: int, tokens: int) -> str:
-        """The head and tail of ``text`` around a note of what was left out, within ``room``.
+    def _head_tail(self, text: str, room: int, tokens: int, suffix: str = "") -> str:
+        """The head and tail of ``text`` around a note of what was left out, then ``suffix``.
 
-        `truncate_to_tokens` with ``keep="both"``, except that the whole text is
-        never counted: ``tokens`` (its size, exact or estimated) only guides the
-        first guess, and the cut is searched among the first
-        ``room * _MAX_CHARS_PER_TOKEN`` characters.
+        `truncate_to_tokens` with ``keep="both"`` (the whole, suffix included,
+        within ``room``), except that the text is never counted whole: ``tokens``
+        (its size, exact or estimated) only guides the first guess, and the cut is
+        searched among the first ``room * _MAX_CHARS_PER_TOKEN`` characters.
         """
         marker = "\n…[{omitted} characters of this tool result not shown]…\n"
         count = self.counter.count
@@ -332,8 +356,9 @@ class ToolResultCompressor:
             head = _safe_cut(text, (k + 1) // 2)
             tail_start = _safe_cut(text, n - k // 2) if k // 2 else n
             if not marker:
-                return text[:head] + text[tail_start:]
-            return text[:head] + marker.format(omitted=tail_start - head) + text[tail_start:]
+                return text[:head] + text[tail_start:] + suffix
+            cut = marker.format(omitted=tail_start - head)
+            return text[:head] + cut + text[tail_start:] + suffix
 
         if count(build(0)) > room:
             marker = ""
