@@ -43,7 +43,8 @@ LAYERS = {
     "_tokens": 1, "adapters": 1, "storage": 1, "llm": 1,
     "_blocks": 2, "_budget": 2, "memory": 2, "knowledge": 2, "_fit": 2,
     "sources": 3, "_window": 3, "history": 3,
-    "_receipt": 4, "_fetch": 4, "_engine": 4, "_conversations": 4,
+    "_receipt": 4, "_fetch": 4, "_engine": 4, "_conversations": 4, "_stateful": 4,
+    "_stateful_compact": 4,
     "cli": 5, "data": 5, "_files": 5, "_cli_history": 5, "_eval": 5,
 }  # fmt: skip
 

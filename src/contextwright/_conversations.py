@@ -31,22 +31,21 @@ import concurrent.futures
 import functools
 import threading
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from ._budget import Budget
 from ._engine import ContextEngine
-from ._errors import InvalidMessageError, StoreError, UserError
+from ._errors import InvalidMessageError, UserError
 from ._messages import Message, ToolResultPart
 from ._receipt import BuiltContext
+from ._stateful import Background, StoreCalls, Tail
+from ._stateful_compact import MemoryFlush, Offload, _CompactionMixin
 from ._tokens import DEFAULT_OVERHEAD, count_message
 from .history import (
     CompactionCheck,
     CompactionConfig,
     CompactionResult,
-    OutlineSummarizer,
     RankWeights,
     RecallSource,
     RuleSummarizer,
@@ -54,105 +53,18 @@ from .history import (
     ToolResultCompressor,
     TurnRanker,
     check,
-    plan_compaction,
     readback_page,
-    summary_boundary,
 )
-from .storage import AsyncStore, CompactionEntry, MessageOutline, SQLiteStore, Store, Summary
+from .storage import AsyncStore, SQLiteStore, Store, Summary
 
 __all__ = ["Conversations", "MemoryFlush"]
 
 T = TypeVar("T")
-# A tool result to offload: (working-memory key, call id, original text, ttl).
-Offload = tuple[str, str, str, float]
 _NO_OFFLOADS: tuple[Offload, ...] = ()
 
-# Called with (tenant, user, conversation, messages about to leave the prompt);
-# returns how many memories it wrote. The memory part plugs its extractor in here.
-MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 
 
-@dataclass
-class _Tail:
-    """The newest prompt-ready messages of one conversation, and where they stand."""
-
-    messages: deque[Message] = field(default_factory=deque)
-    tokens: int = 0  # sum of the prompt costs of ``messages``
-    last_seq: int = 0  # newest seq this process has seen
-    user_turns: int = 0
-    total_tokens: int = 0  # stored prompt cost of the whole conversation (running sum)
-    covered_tokens: int = 0  # of that, what the summary covers
-    summary: Summary | None = None
-    # Background summaries adopt their result from another thread.
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def snapshot(self) -> tuple[list[Message], int, Summary | None]:
-        with self.lock:
-            return list(self.messages), self.user_turns, self.summary
-
-    @property
-    def boundary(self) -> int:
-        return self.summary.upto_seq if self.summary else 0
-
-    @property
-    def unsummarized_tokens(self) -> int:
-        return max(0, self.total_tokens - self.covered_tokens)
-
-
-class _Calls(AsyncStore):
-    """The store as coroutines: on a worker thread, or inline on the sync API's own loop.
-
-    The sync facades (`Conversations.build_sync`…) drive a private event loop that
-    nothing else runs on, so blocking it blocks no one: there each call runs at
-    once on the caller's thread. That saves a thread hop per call and, above all,
-    the GIL hand-offs that made a turn's time jump by milliseconds when the main
-    thread and the worker both ran Python. Any other loop (the caller's, the
-    background summaries') gets the worker thread, so it never blocks.
-    """
-
-    def __init__(self, store: Store, owner: Conversations) -> None:
-        super().__init__(store)
-        self._owner = owner
-
-    async def _run(self, call: Callable[[], T]) -> T:
-        if self._owner._inline():
-            if self._closed:
-                raise StoreError(f"{self!r} is closed")
-            return call()
-        return await super()._run(call)
-
-
-class _Background:
-    """One daemon thread with an event loop for summaries, so sync callers get them too."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-        self.pending: set[concurrent.futures.Future[Any]] = set()
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=loop.run_forever, name="contextwright-bg", daemon=True
-                ).start()
-                self._loop = loop
-        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        self.pending.add(fut)
-        fut.add_done_callback(self.pending.discard)
-        return fut
-
-    def wait(self, timeout: float | None = None) -> None:
-        concurrent.futures.wait(list(self.pending), timeout=timeout)
-
-    def close(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop = None
-
-
-class Conversations:
+class Conversations(_CompactionMixin):
     """Conversations persisted in ``store`` and built with ``engine``.
 
     ``store`` is a `Store` (or a path for an `SQLiteStore`). ``summarizer`` defaults
@@ -178,7 +90,7 @@ class Conversations:
             store = SQLiteStore(store or ":memory:")
         self.engine = engine
         self.store: Store = store
-        self.db: AsyncStore = _Calls(store, self)
+        self.db: AsyncStore = StoreCalls(store, self._inline)
         self.compaction = compaction or CompactionConfig()
         self.summarizer = summarizer or RuleSummarizer(engine.counter)
         self.compressor = compressor or ToolResultCompressor(engine.counter)
@@ -186,8 +98,8 @@ class Conversations:
         budget = engine.budget.input_tokens if engine.budget is not None else None
         self.window_tokens = window_tokens or budget or 32_000
         self.clock = clock
-        self._tails: dict[tuple[str, str], _Tail] = {}
-        self._bg = _Background()
+        self._tails: dict[tuple[str, str], Tail] = {}
+        self._bg = Background()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
         self._jobs: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
@@ -367,7 +279,7 @@ class Conversations:
                 self._schedule(conversation, tenant, user, routine=True)
         return stored
 
-    def _push(self, tail: _Tail, message: Message, cost: int) -> None:
+    def _push(self, tail: Tail, message: Message, cost: int) -> None:
         limit = 2 * self.window_tokens  # enough for the largest window, with room to spare
         counter, ov = self.engine.counter, self.engine.overhead
         with tail.lock:
@@ -384,13 +296,13 @@ class Conversations:
 
     # -- reading -------------------------------------------------------------------------
 
-    async def _tail(self, conversation: str, tenant: str) -> _Tail:
+    async def _tail(self, conversation: str, tenant: str) -> Tail:
         """The conversation's tail, brought up to date with the store (O(new messages))."""
         key = (tenant, conversation)
         tail = self._tails.get(key)
         info = await self.db.get_conversation(conversation, tenant=tenant)
         if tail is None:
-            tail = _Tail()
+            tail = Tail()
             if info is not None:
                 # Cold start (once per conversation per process): the summary, the
                 # newest messages after it, and the number of user turns so far.
@@ -439,13 +351,13 @@ class Conversations:
         )
         return max(0, total - after)
 
-    def _absorb(self, tail: _Tail, messages: Sequence[Message]) -> None:
+    def _absorb(self, tail: Tail, messages: Sequence[Message]) -> None:
         counter, ov = self.engine.counter, self.engine.overhead
         for m in messages:
             view, _ = self._view(m)
             self._push(tail, view, count_message(counter, view, ov))
 
-    def _apply_summary(self, tail: _Tail, summary: Summary) -> None:
+    def _apply_summary(self, tail: Tail, summary: Summary) -> None:
         """Adopt a new summary: drop tail messages it covers."""
         counter, ov = self.engine.counter, self.engine.overhead
         with tail.lock:
@@ -519,7 +431,7 @@ class Conversations:
             self._schedule(conversation, tenant, user, routine=urgency.urgency == "none")
         return built
 
-    def _check(self, tail: _Tail, budget: Budget | int | None) -> CompactionCheck:
+    def _check(self, tail: Tail, budget: Budget | int | None) -> CompactionCheck:
         """How big the live conversation is (summary + everything after it), O(tail).
 
         No emergency zone here: the window already keeps every build within its
@@ -556,200 +468,6 @@ class Conversations:
         total = self._budget_tokens(budget) or self.window_tokens
         b = budget if isinstance(budget, Budget) else self.engine.budget or Budget(total)
         return int(total * b.weights()["recent"])
-
-    # -- summaries and compaction --------------------------------------------------------
-
-    def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
-        """Summarise in the background, once per conversation at a time."""
-        key = (tenant, conversation)
-        if key in self._jobs:
-            return
-        tail = self._tails[key]
-
-        async def job() -> None:
-            try:
-                await self._compact(
-                    conversation, tenant, user, tail, None, wait=False, routine=routine,
-                    prompt=False,
-                )  # fmt: skip
-            finally:
-                self._jobs.pop(key, None)
-
-        self._jobs[key] = self._bg.submit(job())
-
-    async def _compact(
-        self, conversation: str, tenant: str, user: str, tail: _Tail, urgency: CompactionCheck | None,
-        *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
-        explicit: bool = False, prompt: bool = True,
-    ) -> CompactionResult:  # fmt: skip
-        """Summarise early turns into a new summary version and log it.
-
-        The plan needs only the stored outlines (`Store.read_outline`: counts, roles,
-        tool-call units). Messages are read in full only where they are used: any
-        without a stored count by this counter, what the summariser reads — the
-        newest turns for an `OutlineSummarizer` (the rules), everything covered for
-        another one or for the memory flush — and, with ``prompt``, the kept ones
-        (a background job drops its result: its ``compacted_messages`` hold only the
-        summary). Decoding every stored message, its tool results above all, was
-        most of a compaction's cost.
-        """
-        counter = self.engine.counter
-        with tail.lock:  # one snapshot: a summary adopted meanwhile must not be counted twice
-            before_summary, covered_before = tail.summary, tail.covered_tokens
-        after = before_summary.upto_seq if before_summary else 0
-        outline = await self.db.read_outline(conversation, tenant=tenant, after_seq=after)
-        n = len(outline)
-        full: dict[int, Message] = {}  # by index in outline
-        unknown = next((i for i, o in enumerate(outline) if self._stored_cost(o) is None), n)
-        await self._read_full(conversation, tenant, outline, full, unknown, n)
-        costs = self._costs(outline, full)
-        summary_tokens = before_summary.tokens if before_summary else 0
-        if urgency is None:
-            urgency = check(
-                self.compaction, live_tokens=summary_tokens + sum(costs),
-                unsummarized_messages=len(outline), unsummarized_tokens=sum(costs),
-            )  # fmt: skip
-        if routine:
-            # a routine summary covers what has left the window, keeping the recent N
-            window, acc, keep = self._window_allowance(None), 0, 0
-            for c in reversed(costs):
-                acc += c
-                if acc > window:
-                    break
-                keep += 1
-            keep = max(keep, self.compaction.keep_recent_messages)
-            cut = summary_boundary(outline, keep)
-            strategies: tuple[str, ...] = ("summarize_early_turns",) if cut else ()
-            notes: tuple[str, ...] = (f"routine summary of {cut} message(s) outside the window",)
-        else:
-            # a tool message's size is the length of its text
-            compressed = sum(
-                1
-                for o, c in zip(outline, costs, strict=True)
-                if o.role == "tool" and c < o.size // 8
-            )
-            plan = plan_compaction(
-                self.compaction, outline, costs, summary_tokens=summary_tokens,
-                compressed_tool_results=compressed, urgency=urgency.urgency, force_summary=force,
-            )  # fmt: skip
-            cut, strategies, notes = plan.summarize_count, plan.strategies, plan.notes
-        flush = (
-            cut > 0
-            and self.memory_flush is not None
-            and self.compaction.memory_flush_enabled
-            and not preview
-        )
-        outliner = self.summarizer if isinstance(self.summarizer, OutlineSummarizer) else None
-        # the first message the summariser (or the flush) reads in full
-        first = cut - outliner.full_messages([o.role for o in outline[:cut]]) if outliner else 0
-        first = 0 if flush else first
-        await self._read_full(conversation, tenant, outline, full, first, n if prompt else cut)
-        flushed = 0
-        if flush and self.memory_flush is not None:
-            try:
-                covered = [full[i] for i in range(cut)]
-                flushed = await self.memory_flush(tenant, user, conversation, covered)
-            except Exception as exc:  # a failing hook must not block compaction
-                notes = (*notes, f"memory flush failed: {type(exc).__name__}: {exc}")
-        content = before_summary.content if before_summary else ""
-        method = before_summary.method if before_summary else ""
-        new_summary: Summary | None = None
-        if cut:
-            kw: dict[str, Any] = {
-                "previous": content or None,
-                "max_tokens": self.compaction.summary_max_tokens,
-                "locale": "auto",
-            }
-            newest = [full[i] for i in range(first, cut)]
-            runner = (
-                outliner.summarize_outlined(outline[:first], newest, **kw)
-                if outliner is not None and not flush
-                else self.summarizer.summarize(newest, **kw)  # first is 0 here
-            )
-            draft = await (asyncio.wrap_future(self._bg.submit(runner)) if wait else runner)
-            content, method = draft.content, draft.method
-            new_summary = Summary(
-                conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,
-                outline[cut - 1].seq, content, counter.count(content), method, self.clock(),
-                {"messages": draft.messages, "covered_tokens": covered_before + sum(costs[:cut])},
-            )  # fmt: skip
-        kept_views = [self._view(full[i])[0] for i in range(cut, n)] if prompt else []
-        new_tokens = (new_summary.tokens if new_summary else summary_tokens) + sum(costs[cut:])
-        before_tokens = summary_tokens + sum(costs)
-        version: int | None = None
-        if new_summary is not None and not preview:
-            entry = CompactionEntry(
-                0, conversation, self.clock(), "routine" if routine else urgency.urgency, True,
-                before_tokens, new_tokens, None, new_summary.upto_seq, strategies,
-                {"notes": list(notes), "flushed_memories": flushed, "method": method},
-            )  # fmt: skip
-            # summary and log entry in one transaction: a crash leaves both or neither
-            saved, _ = await self.db.save_compaction(new_summary, entry, tenant=tenant)
-            version = saved.version
-            self._apply_summary(tail, saved)
-        elif explicit and not preview:
-            entry = CompactionEntry(
-                0, conversation, self.clock(), urgency.urgency, False, before_tokens, before_tokens,
-                None, after, strategies, {"notes": list(notes), "reason": "nothing to summarise"},
-            )  # fmt: skip
-            await self.db.log_compaction(entry, tenant=tenant)
-        shown = ([Message.system(content)] if content else []) + kept_views
-        return CompactionResult(
-            shown, content, n, n - cut, flushed, before_tokens, new_tokens,
-            urgency.urgency, strategies, not preview and new_summary is not None, version,
-            outline[cut - 1].seq if cut else None, method, notes,
-        )  # fmt: skip
-
-    def _stored_cost(self, o: MessageOutline) -> int | None:
-        """The prompt cost stored with a message, if this counter made it."""
-        if not o.counter or o.counter != self.engine.counter.name:
-            return None
-        return o.tokens if self.engine.overhead is DEFAULT_OVERHEAD else None
-
-    def _costs(self, outline: Sequence[MessageOutline], full: dict[int, Message]) -> list[int]:
-        """Prompt costs: the stored counts, else counted now (those messages are in ``full``)."""
-        counter, ov = self.engine.counter, self.engine.overhead
-        costs = []
-        for i, o in enumerate(outline):
-            cost = self._stored_cost(o)
-            if cost is None:
-                cost = count_message(counter, self._view(full[i])[0], ov)
-            costs.append(cost)
-        return costs
-
-    async def _read_full(
-        self, conversation: str, tenant: str, outline: Sequence[MessageOutline],
-        full: dict[int, Message], start: int, stop: int,
-    ) -> None:  # fmt: skip
-        """Read into ``full`` the stored messages of ``outline[start:stop]`` it lacks."""
-        missing = [i for i in range(start, stop) if i not in full]
-        if not missing:
-            return
-        lo, hi = missing[0], missing[-1]
-        more = await self.db.read(
-            conversation, tenant=tenant, after_seq=outline[lo].seq - 1, upto_seq=outline[hi].seq
-        )
-        if [m.seq for m in more] != [o.seq for o in outline[lo : hi + 1]]:
-            raise StoreError(f"the stored messages of {conversation!r} changed during a compaction")
-        full.update(zip(range(lo, hi + 1), more, strict=True))
-
-    async def compact(
-        self, conversation: str, *, tenant: str = "default", user: str = "anonymous",
-        preview: bool = False, force: bool = True,
-    ) -> CompactionResult:  # fmt: skip
-        """Compact now (``preview``: compute without writing). ``force`` summarises even under the soft threshold."""
-        tail = await self._tail(conversation, tenant)
-        if await self.db.get_conversation(conversation, tenant=tenant) is None:
-            raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
-        running = self._jobs.get((tenant, conversation))
-        if running is not None:
-            # A background summary is under way (a bulk import schedules one): let it
-            # land and compact what follows it. Racing it summarised the same messages
-            # twice, each half slowed by the other, and could count them twice.
-            await asyncio.wait([asyncio.wrap_future(running)])
-        return await self._compact(
-            conversation, tenant, user, tail, None, wait=True, preview=preview, force=force
-        )
 
     async def check(
         self, conversation: str, *, tenant: str = "default", budget: Budget | int | None = None

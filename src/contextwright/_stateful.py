@@ -1,0 +1,105 @@
+"""The stateful mode's machinery: the in-process tail, store calls, background jobs.
+
+`Conversations` (``_conversations.py``) is built from these: a `Tail` per
+conversation (the newest prompt-ready messages and running totals), `StoreCalls`
+(the store as coroutines, inline under the sync API), and `Background` (one
+daemon thread with an event loop, for summaries that sync callers get too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ._errors import StoreError
+from ._messages import Message
+from .storage import AsyncStore, Store, Summary
+
+__all__ = ["Background", "StoreCalls", "Tail"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class Tail:
+    """The newest prompt-ready messages of one conversation, and where they stand."""
+
+    messages: deque[Message] = field(default_factory=deque)
+    tokens: int = 0  # sum of the prompt costs of ``messages``
+    last_seq: int = 0  # newest seq this process has seen
+    user_turns: int = 0
+    total_tokens: int = 0  # stored prompt cost of the whole conversation (running sum)
+    covered_tokens: int = 0  # of that, what the summary covers
+    summary: Summary | None = None
+    # Background summaries adopt their result from another thread.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def snapshot(self) -> tuple[list[Message], int, Summary | None]:
+        with self.lock:
+            return list(self.messages), self.user_turns, self.summary
+
+    @property
+    def boundary(self) -> int:
+        return self.summary.upto_seq if self.summary else 0
+
+    @property
+    def unsummarized_tokens(self) -> int:
+        return max(0, self.total_tokens - self.covered_tokens)
+
+
+class StoreCalls(AsyncStore):
+    """The store as coroutines: on a worker thread, or inline on the sync API's own loop.
+
+    The sync facades (`Conversations.build_sync`…) drive a private event loop that
+    nothing else runs on, so blocking it blocks no one: there each call runs at
+    once on the caller's thread. That saves a thread hop per call and, above all,
+    the GIL hand-offs that made a turn's time jump by milliseconds when the main
+    thread and the worker both ran Python. Any other loop (the caller's, the
+    background summaries') gets the worker thread, so it never blocks.
+    """
+
+    def __init__(self, store: Store, inline: Callable[[], bool]) -> None:
+        super().__init__(store)
+        self._inline = inline
+
+    async def _run(self, call: Callable[[], T]) -> T:
+        if self._inline():
+            if self._closed:
+                raise StoreError(f"{self!r} is closed")
+            return call()
+        return await super()._run(call)
+
+
+class Background:
+    """One daemon thread with an event loop for summaries, so sync callers get them too."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self.pending: set[concurrent.futures.Future[Any]] = set()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="contextwright-bg", daemon=True
+                ).start()
+                self._loop = loop
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        self.pending.add(fut)
+        fut.add_done_callback(self.pending.discard)
+        return fut
+
+    def wait(self, timeout: float | None = None) -> None:
+        concurrent.futures.wait(list(self.pending), timeout=timeout)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None

@@ -1,0 +1,253 @@
+"""Compaction in the stateful mode: background summaries and `Conversations.compact`.
+
+A mixin of `Conversations` (``_conversations.py``), kept apart for size: it
+plans from the stored outlines, summarises incrementally (previous summary +
+what follows it), saves the summary and its log entry in one transaction, and
+adopts the result into the in-process tail. See `_CompactionMixin._compact`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._budget import Budget
+from ._engine import ContextEngine
+from ._errors import StoreError, UserError
+from ._messages import Message
+from ._stateful import Background, Tail
+from ._tokens import DEFAULT_OVERHEAD, count_message
+from .history import (
+    CompactionCheck,
+    CompactionConfig,
+    CompactionResult,
+    OutlineSummarizer,
+    Summarizer,
+    check,
+    plan_compaction,
+    summary_boundary,
+)
+from .storage import AsyncStore, CompactionEntry, MessageOutline, Summary
+
+__all__ = ["MemoryFlush", "Offload"]
+
+# Called with (tenant, user, conversation, messages about to leave the prompt);
+# returns how many memories it wrote. The memory part plugs its extractor in here.
+MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
+# A tool result to offload: (working-memory key, call id, original text, ttl).
+Offload = tuple[str, str, str, float]
+
+
+class _CompactionMixin:
+    """`Conversations`' summaries and compaction (its attributes are declared here for typing)."""
+
+    engine: ContextEngine
+    db: AsyncStore
+    compaction: CompactionConfig
+    summarizer: Summarizer
+    memory_flush: MemoryFlush | None
+    clock: Callable[[], float]
+    _tails: dict[tuple[str, str], Tail]
+    _jobs: dict[tuple[str, str], concurrent.futures.Future[None]]
+    _bg: Background
+
+    if TYPE_CHECKING:
+
+        def _view(self, message: Message) -> tuple[Message, Sequence[Offload]]: ...
+        def _apply_summary(self, tail: Tail, summary: Summary) -> None: ...
+        async def _tail(self, conversation: str, tenant: str) -> Tail: ...
+        def _window_allowance(self, budget: Budget | int | None) -> int: ...
+
+    def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
+        """Summarise in the background, once per conversation at a time."""
+        key = (tenant, conversation)
+        if key in self._jobs:
+            return
+        tail = self._tails[key]
+
+        async def job() -> None:
+            try:
+                await self._compact(
+                    conversation, tenant, user, tail, None, wait=False, routine=routine,
+                    prompt=False,
+                )  # fmt: skip
+            finally:
+                self._jobs.pop(key, None)
+
+        self._jobs[key] = self._bg.submit(job())
+
+    async def _compact(
+        self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
+        *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
+        explicit: bool = False, prompt: bool = True,
+    ) -> CompactionResult:  # fmt: skip
+        """Summarise early turns into a new summary version and log it.
+
+        The plan needs only the stored outlines (`Store.read_outline`: counts, roles,
+        tool-call units). Messages are read in full only where they are used: any
+        without a stored count by this counter, what the summariser reads — the
+        newest turns for an `OutlineSummarizer` (the rules), everything covered for
+        another one or for the memory flush — and, with ``prompt``, the kept ones
+        (a background job drops its result: its ``compacted_messages`` hold only the
+        summary). Decoding every stored message, its tool results above all, was
+        most of a compaction's cost.
+        """
+        counter = self.engine.counter
+        with tail.lock:  # one snapshot: a summary adopted meanwhile must not be counted twice
+            before_summary, covered_before = tail.summary, tail.covered_tokens
+        after = before_summary.upto_seq if before_summary else 0
+        outline = await self.db.read_outline(conversation, tenant=tenant, after_seq=after)
+        n = len(outline)
+        full: dict[int, Message] = {}  # by index in outline
+        unknown = next((i for i, o in enumerate(outline) if self._stored_cost(o) is None), n)
+        await self._read_full(conversation, tenant, outline, full, unknown, n)
+        costs = self._costs(outline, full)
+        summary_tokens = before_summary.tokens if before_summary else 0
+        if urgency is None:
+            urgency = check(
+                self.compaction, live_tokens=summary_tokens + sum(costs),
+                unsummarized_messages=len(outline), unsummarized_tokens=sum(costs),
+            )  # fmt: skip
+        if routine:
+            # a routine summary covers what has left the window, keeping the recent N
+            window, acc, keep = self._window_allowance(None), 0, 0
+            for c in reversed(costs):
+                acc += c
+                if acc > window:
+                    break
+                keep += 1
+            keep = max(keep, self.compaction.keep_recent_messages)
+            cut = summary_boundary(outline, keep)
+            strategies: tuple[str, ...] = ("summarize_early_turns",) if cut else ()
+            notes: tuple[str, ...] = (f"routine summary of {cut} message(s) outside the window",)
+        else:
+            # a tool message's size is the length of its text
+            compressed = sum(
+                1
+                for o, c in zip(outline, costs, strict=True)
+                if o.role == "tool" and c < o.size // 8
+            )
+            plan = plan_compaction(
+                self.compaction, outline, costs, summary_tokens=summary_tokens,
+                compressed_tool_results=compressed, urgency=urgency.urgency, force_summary=force,
+            )  # fmt: skip
+            cut, strategies, notes = plan.summarize_count, plan.strategies, plan.notes
+        flush = (
+            cut > 0
+            and self.memory_flush is not None
+            and self.compaction.memory_flush_enabled
+            and not preview
+        )
+        outliner = self.summarizer if isinstance(self.summarizer, OutlineSummarizer) else None
+        # the first message the summariser (or the flush) reads in full
+        first = cut - outliner.full_messages([o.role for o in outline[:cut]]) if outliner else 0
+        first = 0 if flush else first
+        await self._read_full(conversation, tenant, outline, full, first, n if prompt else cut)
+        flushed = 0
+        if flush and self.memory_flush is not None:
+            try:
+                covered = [full[i] for i in range(cut)]
+                flushed = await self.memory_flush(tenant, user, conversation, covered)
+            except Exception as exc:  # a failing hook must not block compaction
+                notes = (*notes, f"memory flush failed: {type(exc).__name__}: {exc}")
+        content = before_summary.content if before_summary else ""
+        method = before_summary.method if before_summary else ""
+        new_summary: Summary | None = None
+        if cut:
+            kw: dict[str, Any] = {
+                "previous": content or None,
+                "max_tokens": self.compaction.summary_max_tokens,
+                "locale": "auto",
+            }
+            newest = [full[i] for i in range(first, cut)]
+            runner = (
+                outliner.summarize_outlined(outline[:first], newest, **kw)
+                if outliner is not None and not flush
+                else self.summarizer.summarize(newest, **kw)  # first is 0 here
+            )
+            draft = await (asyncio.wrap_future(self._bg.submit(runner)) if wait else runner)
+            content, method = draft.content, draft.method
+            new_summary = Summary(
+                conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,
+                outline[cut - 1].seq, content, counter.count(content), method, self.clock(),
+                {"messages": draft.messages, "covered_tokens": covered_before + sum(costs[:cut])},
+            )  # fmt: skip
+        kept_views = [self._view(full[i])[0] for i in range(cut, n)] if prompt else []
+        new_tokens = (new_summary.tokens if new_summary else summary_tokens) + sum(costs[cut:])
+        before_tokens = summary_tokens + sum(costs)
+        version: int | None = None
+        if new_summary is not None and not preview:
+            entry = CompactionEntry(
+                0, conversation, self.clock(), "routine" if routine else urgency.urgency, True,
+                before_tokens, new_tokens, None, new_summary.upto_seq, strategies,
+                {"notes": list(notes), "flushed_memories": flushed, "method": method},
+            )  # fmt: skip
+            # summary and log entry in one transaction: a crash leaves both or neither
+            saved, _ = await self.db.save_compaction(new_summary, entry, tenant=tenant)
+            version = saved.version
+            self._apply_summary(tail, saved)
+        elif explicit and not preview:
+            entry = CompactionEntry(
+                0, conversation, self.clock(), urgency.urgency, False, before_tokens, before_tokens,
+                None, after, strategies, {"notes": list(notes), "reason": "nothing to summarise"},
+            )  # fmt: skip
+            await self.db.log_compaction(entry, tenant=tenant)
+        shown = ([Message.system(content)] if content else []) + kept_views
+        return CompactionResult(
+            shown, content, n, n - cut, flushed, before_tokens, new_tokens,
+            urgency.urgency, strategies, not preview and new_summary is not None, version,
+            outline[cut - 1].seq if cut else None, method, notes,
+        )  # fmt: skip
+
+    def _stored_cost(self, o: MessageOutline) -> int | None:
+        """The prompt cost stored with a message, if this counter made it."""
+        if not o.counter or o.counter != self.engine.counter.name:
+            return None
+        return o.tokens if self.engine.overhead is DEFAULT_OVERHEAD else None
+
+    def _costs(self, outline: Sequence[MessageOutline], full: dict[int, Message]) -> list[int]:
+        """Prompt costs: the stored counts, else counted now (those messages are in ``full``)."""
+        counter, ov = self.engine.counter, self.engine.overhead
+        costs = []
+        for i, o in enumerate(outline):
+            cost = self._stored_cost(o)
+            if cost is None:
+                cost = count_message(counter, self._view(full[i])[0], ov)
+            costs.append(cost)
+        return costs
+
+    async def _read_full(
+        self, conversation: str, tenant: str, outline: Sequence[MessageOutline],
+        full: dict[int, Message], start: int, stop: int,
+    ) -> None:  # fmt: skip
+        """Read into ``full`` the stored messages of ``outline[start:stop]`` it lacks."""
+        missing = [i for i in range(start, stop) if i not in full]
+        if not missing:
+            return
+        lo, hi = missing[0], missing[-1]
+        more = await self.db.read(
+            conversation, tenant=tenant, after_seq=outline[lo].seq - 1, upto_seq=outline[hi].seq
+        )
+        if [m.seq for m in more] != [o.seq for o in outline[lo : hi + 1]]:
+            raise StoreError(f"the stored messages of {conversation!r} changed during a compaction")
+        full.update(zip(range(lo, hi + 1), more, strict=True))
+
+    async def compact(
+        self, conversation: str, *, tenant: str = "default", user: str = "anonymous",
+        preview: bool = False, force: bool = True,
+    ) -> CompactionResult:  # fmt: skip
+        """Compact now (``preview``: compute without writing). ``force`` summarises even under the soft threshold."""
+        tail = await self._tail(conversation, tenant)
+        if await self.db.get_conversation(conversation, tenant=tenant) is None:
+            raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
+        running = self._jobs.get((tenant, conversation))
+        if running is not None:
+            # A background summary is under way (a bulk import schedules one): let it
+            # land and compact what follows it. Racing it summarised the same messages
+            # twice, each half slowed by the other, and could count them twice.
+            await asyncio.wait([asyncio.wrap_future(running)])
+        return await self._compact(
+            conversation, tenant, user, tail, None, wait=True, preview=preview, force=force
+        )
