@@ -410,6 +410,38 @@ def test_recall_brings_back_exact_old_turns(tmp_path):
     convs.close()
 
 
+def test_recall_index_follows_the_history_without_reading_the_store(tmp_path):
+    """After its first load the turn index takes new turns from the history it is given."""
+    engine = ContextEngine(counter=H, budget=1200)
+    store = SQLiteStore(tmp_path / "i.db")
+    convs = Conversations(engine, store)
+    convs.append_sync(
+        "c", [m for i in range(120) for m in (Message.user(f"question {i} about zebra{i}"), Message.assistant(f"answer {i}"))],
+        tenant="t", user="u",
+    )  # fmt: skip
+    convs.wait_idle_sync()
+    reads: list[int] = []
+    real_read = store.read
+
+    def counting_read(*a, **k):
+        reads.append(k.get("after_seq", 0))
+        return real_read(*a, **k)
+
+    store.read = counting_read  # type: ignore[method-assign]
+    convs.build_sync("c", "what about zebra3?", tenant="t", user="u")  # first load reads
+    assert reads
+    for i in range(3):
+        reads.clear()
+        convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")
+        built = convs.build_sync("c", f"and zebra{i + 5}?", tenant="t", user="u")
+        assert reads == []  # the new turns came from the history
+        assert f"question {i + 5} about zebra{i + 5}" in "\n".join(m.text for m in built.messages)
+    index = convs._extra[0]._indexes[("t", "c")]
+    assert index.last_seq == store.get_conversation("c", tenant="t").last_seq - 1  # all but the newest
+    assert [t.seq for t in index.turns] == sorted({t.seq for t in index.turns})
+    convs.close()
+
+
 def test_offloaded_results_are_not_stored_twice(convs):
     convs.append_sync("c", thread(6), tenant="t", user="u")  # bulk path
     for m in thread(1):  # and the single-message path

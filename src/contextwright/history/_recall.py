@@ -175,8 +175,9 @@ class RecallSource(SourceBase):
         return await self._refresh(conversation, tenant, locale)
 
     async def _refresh(
-        self, conversation: str, tenant: str, locale: str = "en", newest: int | None = None
-    ) -> TurnIndex:
+        self, conversation: str, tenant: str, locale: str = "en", newest: int | None = None,
+        recent: Sequence[Message] = (),
+    ) -> TurnIndex:  # fmt: skip
         """The conversation's turn index, extended with what the store has beyond it.
 
         ``newest`` is the newest sequence number the caller knows of (the end of
@@ -192,6 +193,18 @@ class RecallSource(SourceBase):
                 self._loading.pop(gone, None)
         else:
             self._indexes.move_to_end(key)
+        if recent and newest is not None and newest > index.last_seq:
+            # The caller's history usually holds everything newer than the index
+            # (a turn or two): take it from there, without a store read, when its
+            # sequence numbers continue the index's without a gap.
+            new: list[Message] = []
+            for m in reversed(recent):  # newest first, only as far as is new
+                if m.seq is None or m.seq <= index.last_seq:
+                    break
+                new.append(m)
+            new.reverse()
+            if new and all(m.seq == index.last_seq + 1 + i for i, m in enumerate(new)):
+                index.add(new)
         stale = newest is None or newest > index.last_seq
         unembedded = self.ranker.embedder is not None and (
             index.vectors is None or len(index.vectors) < len(index)
@@ -237,7 +250,9 @@ class RecallSource(SourceBase):
             return None
         oldest = next((m.seq for m in turn.history if m.seq is not None), None)
         newest = turn.history[-1].seq if turn.history else None
-        index = await self._refresh(turn.conversation, turn.tenant, turn.locale, newest)
+        index = await self._refresh(
+            turn.conversation, turn.tenant, turn.locale, newest, turn.history
+        )
         n = index.count_before(oldest)
         if n == 0:
             return None

@@ -658,7 +658,10 @@ class SQLiteStore(HistoryTables):
             # ask for more. With tool results asked for too, the two indexes'
             # BM25 scores are merged as they are (each index has its own
             # statistics: close enough to interleave, not an exact common scale).
-            pool = max(4 * n, n + 20)
+            # Few rows are dropped by role when both user and assistant turns are
+            # wanted (only system and developer messages share their index).
+            sparse = {"user", "assistant"} <= wanted or wanted == {"tool"}
+            pool = n + 20 if sparse else max(4 * n, n + 20)
             marks = ", ".join("?" * len(wanted))
             while True:
                 ranked: list[tuple[int, float]] = []
