@@ -854,3 +854,33 @@ def test_a_bulk_append_sizes_the_fts_hash_once(store):
     assert {h.message.seq for h in store.search("c", "上海", tenant=T, limit=2000)} == set(
         range(2, 1002)
     )
+
+
+def test_wal_checkpoints_run_on_their_own_thread(tmp_path):
+    """Commits never checkpoint; a thread does, the log restarts, nothing is lost."""
+    import os
+    import time
+
+    path = tmp_path / "ck.db"
+    s = SQLiteStore(path)
+    assert s._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    ck = s._checkpointer
+    assert ck is not None
+    sizes = []
+    for i in range(6 * ck.every):
+        s.append("c", [Message.user(f"message {i} " * 30)], tenant=T, user="u")
+        if i % ck.every == ck.every - 1:
+            deadline = time.monotonic() + 5
+            while ck.runs < (i + 1) // ck.every and time.monotonic() < deadline:
+                time.sleep(0.01)
+            sizes.append(os.path.getsize(f"{path}-wal"))
+    assert ck.runs >= 5
+    assert sizes[-1] <= 2 * sizes[1]  # the log is reused, not grown for ever
+    thread = ck._thread
+    s.close()
+    assert thread is not None
+    assert not thread.is_alive()
+    with SQLiteStore(path) as again:
+        assert again.count_messages("c", tenant=T) == 6 * ck.every
+    with SQLiteStore(":memory:") as mem:
+        assert mem._checkpointer is None
