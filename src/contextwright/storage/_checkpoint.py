@@ -9,7 +9,7 @@ to a `Checkpointer` instead: after every ``every`` commits it wakes a daemon
 thread that, on a connection of its own, runs a passive checkpoint (it never
 blocks writers or readers: the writer keeps appending while older frames are
 copied) and then a non-waiting RESTART, which lets the next writer start the log
-from the beginning again, so the file stays small. The thread spends its time in
+from the beginning again, so the file stays bounded. The thread spends its time in
 SQLite with the GIL released.
 """
 
@@ -69,11 +69,12 @@ class Checkpointer:
                     ).fetchall()
                     # With writes going on, a passive pass rarely finds the log fully
                     # copied at the moment a writer starts, so the log never restarts
-                    # and grows. A RESTART right after it has little left to copy;
-                    # not waiting, it gives up at once if a writer is active, so it
-                    # does not hold writers up (waiting, it would block new ones). Only
-                    # a log grown past `_LONG_LOG` frames is worth a few more tries.
-                    for _ in range(5 if log > _LONG_LOG else 1):
+                    # and grows (and a long log slows every commit: p99 4 ms instead
+                    # of 0.8 at 100,000 messages). A RESTART right after it has
+                    # little left to copy, and not waiting it gives up at once if a
+                    # writer is active. A log past `_LONG_LOG` gets a few more tries.
+                    tries = 5 if log > _LONG_LOG else 1
+                    for _ in range(tries):
                         ((busy, _log, _done),) = conn.execute(
                             "PRAGMA wal_checkpoint(RESTART)"
                         ).fetchall()
