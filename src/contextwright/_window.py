@@ -138,16 +138,8 @@ class WindowResult:
     broken: list[tuple[Unit, str]] = field(default_factory=list)
     stopped: str = "start of history"
     considered_end: int = 0  # the window stopped after looking at history[considered_end:]
-    taken: list[_Taken] = field(default_factory=list, repr=False)  # newest first, before trimming
+    taken: list[_Step] = field(default_factory=list, repr=False)  # newest first, before trimming
     squeezed: bool = False  # the newest unit was shortened to fit
-
-
-@dataclass(frozen=True, slots=True)
-class _Taken:
-    unit: Unit
-    messages: list[Message]
-    cost: int
-    shortened: int
 
 
 def _unit_messages(
@@ -175,10 +167,10 @@ def _unit_messages(
 
 @dataclass(frozen=True, slots=True)
 class _Step:
-    """One unit as a walk measured it (``msgs`` shortened where too long)."""
+    """One unit as a walk measured it (``messages`` shortened where too long); also a taken one."""
 
     unit: Unit
-    msgs: list[Message]
+    messages: list[Message]
     cost: int
     shortened: int
     originals: tuple[Message, ...]  # history[unit.start:unit.end], to check a reuse by identity
@@ -260,7 +252,7 @@ def _steps(
             if not all(map(is_, history[start:stop_at], step.originals)):
                 break
             moved = step if not offset else _Step(
-                Unit(start, stop_at, step.unit.kind), step.msgs, step.cost, step.shortened,
+                Unit(start, stop_at, step.unit.kind), step.messages, step.cost, step.shortened,
                 step.originals,
             )  # fmt: skip
             out.append(moved)
@@ -351,20 +343,20 @@ def _select(
             result.stopped = f"window size ({max_units} units)"
             result.considered_end = unit.end
             break
-        msgs, cost, shortened = step.msgs, step.cost, step.shortened
-        if cost > remaining and not result.taken and remaining > 0:
+        if step.cost > remaining and not result.taken and remaining > 0:
             # the newest unit alone is too big: shorten its long parts to fit
-            per = max(1, remaining // max(1, len(msgs)))
-            msgs = [shorten_message(m, per, counter, overhead, cache) for m in msgs]
+            per = max(1, remaining // max(1, len(step.messages)))
+            msgs = [shorten_message(m, per, counter, overhead, cache) for m in step.messages]
             shortened = sum(1 for m in msgs if "shortened_from" in m.metadata)
             cost = sum(count_message(counter, m, overhead) for m in msgs)
+            step = _Step(unit, msgs, cost, shortened, step.originals)
             result.squeezed = True
-        if cost > remaining:
+        if step.cost > remaining:
             result.stopped = "budget"
             result.considered_end = unit.end
             break
-        result.taken.append(_Taken(unit, msgs, cost, shortened))
-        remaining -= cost
+        result.taken.append(step)  # the measured step itself: nothing is copied per build
+        remaining -= step.cost
     if memo is not None:
         memo.save((id(counter), overhead, max_message_tokens), history, seen, stop)
     return _finish(result, len(result.taken))
