@@ -41,10 +41,14 @@ without spaces are indexed as whole runs (a known limit).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from .._messages import Message, ToolCallPart
 
-__all__ = ["SEQ_BITS", "fts_range", "fts_rowid", "fts_table", "index_text", "match_query", "segment"]
+__all__ = [
+    "FTS_TABLES", "SEQ_BITS", "fts_entries", "fts_range", "fts_rowid", "fts_table", "index_text",
+    "match_query", "segment",
+]  # fmt: skip
 
 # Han (with extension A and compatibility ideographs), kana, 々 and the
 # half-width katakana block: the scripts written without spaces between words.
@@ -86,6 +90,20 @@ def fts_table(role: str) -> str:
     scored thousands of tool rows only to drop them by role.
     """
     return "tool_result_fts" if role == "tool" else "message_fts"
+
+
+FTS_TABLES = ("message_fts", "tool_result_fts")
+
+
+def fts_entries(
+    messages: Iterable[tuple[int, int, str, str]],
+) -> dict[str, list[tuple[int, str]]]:
+    """Index rows of ``(cid, seq, role, body)`` by table, as ``(rowid, body)``; blank bodies are left out."""
+    out: dict[str, list[tuple[int, str]]] = {t: [] for t in FTS_TABLES}
+    for cid, seq, role, body in messages:
+        if body and not body.isspace():  # (not strip(): it copied every body)
+            out[fts_table(role)].append((fts_rowid(cid, seq), body))
+    return out
 
 
 def _bigrams(run: str) -> list[str]:

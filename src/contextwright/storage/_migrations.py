@@ -343,7 +343,7 @@ def m004_fts_by_conversation(conn: sqlite3.Connection) -> None:
     ``_fts.py``. The contentless index is rebuilt from the stored messages, in
     pages (about 20,000 messages a second).
     """
-    from ._fts import fts_rowid, fts_table, index_text, segment
+    from ._fts import fts_entries, index_text, segment
     from ._rows import MSG_COLUMNS, message
 
     conn.execute("DROP TABLE message_fts")
@@ -351,14 +351,10 @@ def m004_fts_by_conversation(conn: sqlite3.Connection) -> None:
     conn.execute(f"CREATE VIRTUAL TABLE tool_result_fts USING fts5(body, {_FTS})")
     cursor = conn.execute(f"SELECT m.cid, {MSG_COLUMNS} FROM messages m ORDER BY m.pk")
     while page := cursor.fetchmany(2000):
-        rows: dict[str, list[tuple[int, str]]] = {"message_fts": [], "tool_result_fts": []}
-        for cid, *stored in page:
-            msg = message(stored)
-            body = segment(index_text(msg))
-            if body and not body.isspace():
-                rows[fts_table(msg.role)].append((fts_rowid(cid, msg.seq or 0), body))
-        for table, batch in rows.items():
-            conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", batch)
+        msgs = [(cid, message(stored)) for cid, *stored in page]
+        entries = fts_entries((c, m.seq or 0, m.role, segment(index_text(m))) for c, m in msgs)
+        for table, rows in entries.items():
+            conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", rows)
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:

@@ -60,7 +60,7 @@ from .._messages import ROLES, Message
 from . import _rows
 from ._base import ConversationInfo, SearchHit, default_db_path
 from ._checkpoint import Checkpointer
-from ._fts import SEQ_BITS, fts_range, fts_rowid, fts_table, match_query
+from ._fts import FTS_TABLES, SEQ_BITS, fts_entries, fts_range, fts_table, match_query
 from ._migrations import MIGRATIONS, Migration, apply_migrations
 from ._rows import CONV_COLUMNS, MSG_COLUMNS
 from ._sqlite_history import HistoryTables
@@ -87,7 +87,7 @@ _FTS_HASH_BYTES = 16 << 20
 
 
 def _size_fts_hash(conn: sqlite3.Connection) -> None:
-    for table in ("message_fts", "tool_result_fts"):
+    for table in FTS_TABLES:
         row = conn.execute(f"SELECT v FROM {table}_config WHERE k = 'hashsize'").fetchone()
         if row is None or row[0] != _FTS_HASH_BYTES:
             with suppress(sqlite3.OperationalError):  # an SQLite without the option
@@ -399,12 +399,9 @@ class SQLiteStore(HistoryTables):
             "name, metadata, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
-        for table in ("message_fts", "tool_result_fts"):
-            fts = [
-                (fts_rowid(cid, row[2]), body)  # row[2]: seq, row[6]: role
-                for row, body in zip(rows, bodies, strict=True)
-                if fts_table(row[6]) == table and body and not body.isspace()
-            ]  # (not strip(): it copied every body)
+        # row[2]: seq, row[6]: role
+        entries = fts_entries((cid, r[2], r[6], b) for r, b in zip(rows, bodies, strict=True))
+        for table, fts in entries.items():
             if fts:
                 conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", fts)
 
