@@ -437,19 +437,20 @@ class Conversations(_CompactionMixin):
         No emergency zone here: the window already keeps every build within its
         budget; the zone (seed 000 §6.2) is for callers who send whole histories.
         """
-        messages, _, summary = tail.snapshot()
-        summary_tokens = summary.tokens if summary else 0
-        unsummarized = tail.unsummarized_tokens
         window = self._window_allowance(budget)
-        outside = max(0, unsummarized - window)
+        counter, ov = self.engine.counter, self.engine.overhead
         outside_msgs = 0
         acc = 0
-        counter, ov = self.engine.counter, self.engine.overhead
-        for i in range(len(messages) - 1, -1, -1):  # newest first, until the window is full
-            acc += count_message(counter, messages[i], ov)
-            if acc > window:
-                outside_msgs = i + 1
-                break
+        with tail.lock:  # newest first, until the window is full (no copy of the tail)
+            summary = tail.summary
+            for k, m in enumerate(reversed(tail.messages)):
+                acc += count_message(counter, m, ov)
+                if acc > window:
+                    outside_msgs = len(tail.messages) - k
+                    break
+        summary_tokens = summary.tokens if summary else 0
+        unsummarized = tail.unsummarized_tokens
+        outside = max(0, unsummarized - window)
         if unsummarized > tail.tokens:  # older unsummarised messages than the tail holds
             outside_msgs = max(outside_msgs, self.compaction.summary_message_threshold)
         return check(
