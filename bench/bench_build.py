@@ -65,13 +65,10 @@ from rich.console import Console
 from rich.table import Table
 
 from _peers import ENC, VERIFY, langchain_counters, n_tokens, to_langchain, to_llamaindex
+from _sources import eight_sources
 from contextwright import (
     ContextEngine,
-    InMemoryKnowledgeStore,
-    InMemoryMemoryStore,
-    Memory,
     Message,
-    Scope,
     TiktokenCounter,
     ToolCallPart,
     count_messages,
@@ -82,8 +79,6 @@ from contextwright.sources import (
     ConversationState,
     DeviceInfo,
     StageVisit,
-    always,
-    default_sources,
 )
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -306,62 +301,56 @@ def workloads() -> list[Workload]:
 
 
 def make_engine(now: float) -> ContextEngine:
-    scope = Scope(TENANT, USER)
-    memory = InMemoryMemoryStore()
-    for text, cat, imp in (
-        ("Prefers short answers with the numbers first", "preference", 90),
-        ("Order 88231 is waiting for a refund decision", "fact", 80),
-        ("Plays basketball on weekends and follows John's team", "fact", 60),
-        ("Is working on a Harry Potter fan project", "fact", 55),
-        ("Lives in Lisbon; writes in English", "fact", 50),
-        ("Wants shipping notes sent by email", "intent", 40),
-    ):
-        memory.add(scope, Memory(text, cat, imp, created_at=now - 86_400))
-    knowledge = InMemoryKnowledgeStore()
-    for text, src in (
-        (
-            "Refund policy: orders can be refunded within 30 days of delivery.\nRefunds above 500 EUR need a supervisor.",
-            "policies/refunds.md",
+    sources = eight_sources(
+        now,
+        tenant=TENANT,
+        user=USER,
+        memories=(
+            ("Prefers short answers with the numbers first", "preference", 90),
+            ("Order 88231 is waiting for a refund decision", "fact", 80),
+            ("Plays basketball on weekends and follows John's team", "fact", 60),
+            ("Is working on a Harry Potter fan project", "fact", 55),
+            ("Lives in Lisbon; writes in English", "fact", 50),
+            ("Wants shipping notes sent by email", "intent", 40),
         ),
-        (
-            "Shipping notes: EU orders ship from Rotterdam; allow 3-5 working days.",
-            "notes/shipping.md",
+        passages=(
+            (
+                "Refund policy: orders can be refunded within 30 days of delivery.\nRefunds above 500 EUR need a supervisor.",
+                "policies/refunds.md",
+            ),
+            (
+                "Shipping notes: EU orders ship from Rotterdam; allow 3-5 working days.",
+                "notes/shipping.md",
+            ),
+            (
+                "Photo policy: photos shared in chat are kept for 90 days and never published.",
+                "policies/photos.md",
+            ),
+            (
+                "Basketball notes: the season runs October to April; playoffs in May.",
+                "notes/basketball.md",
+            ),
+            (
+                "Fan project notes: fan works may not be sold; credit the original author.",
+                "notes/fan-projects.md",
+            ),
+            (
+                "Escalation policy: a second refund in a quarter is reviewed by the risk team.",
+                "policies/escalation.md",
+            ),
         ),
-        (
-            "Photo policy: photos shared in chat are kept for 90 days and never published.",
-            "policies/photos.md",
+        experiences=(
+            (
+                "When a refund is pending, state the policy window before the decision.",
+                "resolution",
+            ),
+            ("Customers asking about shipping notes prefer a dated checklist.", "tone"),
+            ("Quote the policy name when you cite it, then summarise in one line.", "resolution"),
+            (
+                "For long conversations about basketball or projects, recap the last decision first.",
+                "recap",
+            ),
         ),
-        (
-            "Basketball notes: the season runs October to April; playoffs in May.",
-            "notes/basketball.md",
-        ),
-        (
-            "Fan project notes: fan works may not be sold; credit the original author.",
-            "notes/fan-projects.md",
-        ),
-        (
-            "Escalation policy: a second refund in a quarter is reviewed by the risk team.",
-            "policies/escalation.md",
-        ),
-    ):
-        knowledge.add(text, src)
-    experiences = InMemoryKnowledgeStore()
-    for text, cat in (
-        ("When a refund is pending, state the policy window before the decision.", "resolution"),
-        ("Customers asking about shipping notes prefer a dated checklist.", "tone"),
-        ("Quote the policy name when you cite it, then summarise in one line.", "resolution"),
-        (
-            "For long conversations about basketball or projects, recap the last decision first.",
-            "recap",
-        ),
-    ):
-        experiences.add(text, "experiences", category=cat)
-    sources = default_sources(
-        memory=memory,
-        knowledge=knowledge,
-        experiences=experiences,
-        knowledge_gate=("policy", "notes"),
-        experience_stages=("resolution",),
         labels={
             "name": "Name",
             "plan": "Plan",
@@ -370,9 +359,6 @@ def make_engine(now: float) -> ContextEngine:
             "email": "E-mail",
         },
         core_fields=("name", "plan", "email"),
-        stage_names={"intake": "Intake", "diagnosis": "Diagnosis", "resolution": "Resolution"},
-        # device context fires on turn 1 and every 5th turn by default; keep it on here
-        trigger_overrides={"device_context": always()},
     )
     return ContextEngine(
         system_prompt=SYSTEM_PROMPT,

@@ -74,16 +74,13 @@ from rich.console import Console
 from rich.table import Table
 
 from _peers import ENC, VERIFY, langchain_counters, to_langchain, to_llamaindex
+from _sources import eight_sources
 from contextwright import (
     CachedCounter,
     ContextEngine,
     Conversations,
     HeuristicCounter,
-    InMemoryKnowledgeStore,
-    InMemoryMemoryStore,
-    Memory,
     Message,
-    Scope,
     TiktokenCounter,
     ToolCallPart,
     count_message,
@@ -95,8 +92,6 @@ from contextwright.sources import (
     ConversationState,
     DeviceInfo,
     StageVisit,
-    always,
-    default_sources,
 )
 from contextwright.storage import SQLiteStore
 
@@ -400,51 +395,40 @@ def make_engine(now: float, counter: Any = None, sources: bool = True) -> Contex
     """cl100k, budget 8,000 and (``sources``) the eight default sources, as in bench_build."""
     srcs: list[Any] = []
     if sources:
-        scope = Scope(TENANT, USER)
-        memory = InMemoryMemoryStore()
-        for text, cat, imp in (
-            ("Prefers short answers with the numbers first", "preference", 90),
-            ("Order 88231 is waiting for a refund decision", "fact", 80),
-            ("Lives in Lisbon; writes in English", "fact", 50),
-            ("Wants shipping notes sent by email", "intent", 40),
-        ):
-            memory.add(scope, Memory(text, cat, imp, created_at=now - 86_400))
-        knowledge = InMemoryKnowledgeStore()
-        for text, src in (
-            (
-                "Refund policy: orders can be refunded within 30 days of delivery.\n"
-                "Refunds above 500 EUR need a supervisor.",
-                "policies/refunds.md",
+        srcs = eight_sources(
+            now,
+            tenant=TENANT,
+            user=USER,
+            memories=(
+                ("Prefers short answers with the numbers first", "preference", 90),
+                ("Order 88231 is waiting for a refund decision", "fact", 80),
+                ("Lives in Lisbon; writes in English", "fact", 50),
+                ("Wants shipping notes sent by email", "intent", 40),
             ),
-            (
-                "Shipping notes: EU orders ship from Rotterdam; allow 3-5 working days.",
-                "notes/shipping.md",
+            passages=(
+                (
+                    "Refund policy: orders can be refunded within 30 days of delivery.\n"
+                    "Refunds above 500 EUR need a supervisor.",
+                    "policies/refunds.md",
+                ),
+                (
+                    "Shipping notes: EU orders ship from Rotterdam; allow 3-5 working days.",
+                    "notes/shipping.md",
+                ),
+                (
+                    "Escalation policy: a second refund in a quarter is reviewed by the risk team.",
+                    "policies/escalation.md",
+                ),
             ),
-            (
-                "Escalation policy: a second refund in a quarter is reviewed by the risk team.",
-                "policies/escalation.md",
+            experiences=(
+                (
+                    "When a refund is pending, state the policy window before the decision.",
+                    "resolution",
+                ),
+                ("Customers asking about shipping notes prefer a dated checklist.", "tone"),
             ),
-        ):
-            knowledge.add(text, src)
-        experiences = InMemoryKnowledgeStore()
-        for text, cat in (
-            (
-                "When a refund is pending, state the policy window before the decision.",
-                "resolution",
-            ),
-            ("Customers asking about shipping notes prefer a dated checklist.", "tone"),
-        ):
-            experiences.add(text, "experiences", category=cat)
-        srcs = default_sources(
-            memory=memory,
-            knowledge=knowledge,
-            experiences=experiences,
-            knowledge_gate=("policy", "notes"),
-            experience_stages=("resolution",),
             labels={"name": "Name", "plan": "Plan", "order": "Order", "region": "Region"},
             core_fields=("name", "plan"),
-            stage_names={"intake": "Intake", "diagnosis": "Diagnosis", "resolution": "Resolution"},
-            trigger_overrides={"device_context": always()},
         )
     return ContextEngine(
         system_prompt=SYSTEM_PROMPT,
