@@ -111,6 +111,58 @@ def test_tiktoken_counts_special_token_text_as_text(cl100k: TiktokenCounter) -> 
     assert cl100k.count("<|endoftext|>") > 1
 
 
+# -- the native (bpe-openai) counter against tiktoken ------------------------------------
+
+# Characters where the pre-tokenisers' rules meet: contractions, digits, whitespace runs
+# before words, newlines before "/", CJK, combining marks, emoji and modifiers,
+# full-width forms, special-token text.
+_EDGE = st.sampled_from(
+    [
+        *"abcXYZ019 \t\n\r/.,'\"-_()[]{}<>|!?:;=#*",
+        "上", "海", "用户", "の", "한", "é", "ß", "😀", "🏽", "\u0301", "\u00a0", "\u3000",
+        "²", "\u200b", "<|endoftext|>", "'s", "'T", " /", "\n\n", "    ", "ﬁ", "١٢٣",
+    ]
+)  # fmt: skip
+_ANY_TEXT = st.one_of(
+    st.text(max_size=200),  # every code point, lone surrogates included
+    st.lists(_EDGE, max_size=60).map("".join),
+)
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+@given(text=_ANY_TEXT)
+@heavy(1500)
+def test_native_counter_agrees_with_tiktoken(encoding: str, text: str) -> None:
+    counter = _CL if encoding == "cl100k_base" else _O2
+    pytest.importorskip("bpe_openai")
+    assert counter.backend == "bpe-openai"
+    assert counter.count(text) == len(counter.encoding.encode_ordinary(text))
+
+
+def test_native_counter_long_texts_and_opt_out() -> None:
+    pytest.importorskip("bpe_openai")
+    huge = "word " * 200_001  # past bpe-openai's limit: tiktoken counts it
+    spaces = " " * 5000 + "x"
+    for text in (huge, spaces, "a\ud800b"):
+        assert _CL.count(text) == len(_CL.encoding.encode_ordinary(text))
+    plain = TiktokenCounter("cl100k_base", native=False)
+    assert plain.backend == "tiktoken"
+    assert plain.count("hello world") == 2
+
+
+def test_native_counter_is_refused_when_it_disagrees() -> None:
+    """A vocabulary other than the native one (a custom ranks file) keeps tiktoken."""
+    pytest.importorskip("bpe_openai")
+    from contextwright import _tokens
+
+    class OneMore:  # counts one token more than the real encoding
+        def encode_ordinary(self, text: str) -> list[int]:
+            return [0, *_CL.encoding.encode_ordinary(text)]
+
+    assert _tokens._native_count("cl100k_base", OneMore()) is None
+    assert _tokens._native_count("cl100k_base", _CL.encoding) is not None
+
+
 def test_tiktoken_names_and_models() -> None:
     assert TiktokenCounter("o200k_base").name == "tiktoken:o200k_base"
     assert TiktokenCounter.for_model("gpt-4o-mini").name == "tiktoken:o200k_base"

@@ -19,9 +19,11 @@ marks the cut.
 from __future__ import annotations
 
 import gzip
+import importlib.machinery
 import importlib.util
 import os
 import re
+import sys
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -220,6 +222,66 @@ def load_tiktoken_encoding(encoding: str, path: str | os.PathLike[str] | None = 
     return enc
 
 
+# Texts that exercise both encodings' pre-tokenisers (contractions, digit runs,
+# whitespace runs before a word, "/" after newlines, CJK, emoji, special-token text):
+# a native counter is used only if it agrees with tiktoken on every one of them.
+_PROBES = (
+    "hello world", "It's 12345 o'clock, isn't it?  \n\n  indented\n\tcode();",
+    "你好，世界！用户登录失败", "path/to\n/file:\n  - x\n\n\n/y", "naïve café 😀👍🏽 ﬁ",
+    "<|endoftext|> <|endofprompt|>", "getUserName HTTPServer _id .append(self)",
+    "   \t \r\n\r\n   x", "ＡＢＣ１２３ 한국어 텍스트 ثلاثة", "=" * 40 + "\n" + "-" * 17,
+)  # fmt: skip
+# A text this long goes to tiktoken (bpe-openai's own wrapper refuses it).
+_NATIVE_MAX_CHARS = 1_000_000
+# by id of the tiktoken encoding checked against (kept alive by the value)
+_NATIVE: dict[int, tuple[Any, Callable[[str], int] | None]] = {}
+
+
+def _native_count(encoding: str, reference: Any) -> Callable[[str], int] | None:
+    """bpe-openai's native ``count`` for ``encoding``, if installed and in agreement.
+
+    bpe-openai (in the ``tiktoken`` extra for its o200k_base file) implements the
+    same encodings in Rust and counts without building the token list: about 3x
+    tiktoken's speed on chat text. Only its compiled module is loaded, from the
+    installed package's folder: importing the package itself would pull in its
+    Python wrapper (half a second of imports). It is used only if it counts every
+    probe text as ``reference`` (the tiktoken encoding) does, so a ranks file of
+    another vocabulary keeps tiktoken; any failure to load also keeps tiktoken.
+    Property tests compare the two on arbitrary text.
+    """
+    known = _NATIVE.get(id(reference))
+    if known is not None and known[0] is reference:
+        return known[1]
+    count: Callable[[str], int] | None = None
+    try:
+        module = sys.modules.get("bpe_openai._bindings") or _load_bindings()
+        if module is not None:
+            count = module.tokenizer_for_encoding(encoding).count
+            if any(count(t) != len(reference.encode_ordinary(t)) for t in _PROBES):
+                count = None
+    except Exception:  # an incompatible build or version: tiktoken does the job
+        count = None
+    _NATIVE[id(reference)] = (reference, count)
+    return count
+
+
+def _load_bindings() -> Any:
+    """bpe-openai's compiled module, loaded from its file without importing the package."""
+    spec = importlib.util.find_spec("bpe_openai")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(root) / f"_bindings{suffix}"
+            if path.is_file():
+                loader = importlib.machinery.ExtensionFileLoader("bpe_openai._bindings", str(path))
+                found = importlib.util.spec_from_loader(loader.name, loader)
+                if found is None:
+                    return None
+                module = importlib.util.module_from_spec(found)
+                loader.exec_module(module)
+                return module
+    return None
+
+
 class TiktokenCounter:
     """Exact counts with a tiktoken encoding, loaded offline.
 
@@ -227,6 +289,10 @@ class TiktokenCounter:
     ``TiktokenCounter("cl100k_base", path="/models/cl100k_base.tiktoken")``.
     Special-token text in the input (``<|endoftext|>``) is counted as ordinary text,
     the way the API treats message content.
+
+    Counting uses bpe-openai's native counter when it is installed and agrees with
+    tiktoken (see `_native_count`; ``native=False`` turns it off); ``backend``
+    says which one counts. ``encoding`` is the tiktoken encoding either way.
     """
 
     exact = True
@@ -237,16 +303,28 @@ class TiktokenCounter:
     line_additive = True
 
     def __init__(
-        self, encoding: str = "cl100k_base", *, path: str | os.PathLike[str] | None = None
+        self,
+        encoding: str = "cl100k_base",
+        *,
+        path: str | os.PathLike[str] | None = None,
+        native: bool = True,
     ):
         self.encoding = load_tiktoken_encoding(encoding, path)
         self.name = f"tiktoken:{encoding}"
+        self._native = _native_count(encoding, self.encoding) if native else None
+        self.backend = "bpe-openai" if self._native is not None else "tiktoken"
 
     @classmethod
     def for_model(cls, model: str) -> TiktokenCounter:
         return cls(encoding_for_model(model))
 
     def count(self, text: str) -> int:
+        native = self._native
+        if native is not None and len(text) < _NATIVE_MAX_CHARS:
+            try:
+                return native(text)
+            except UnicodeEncodeError:  # lone surrogates: tiktoken replaces them
+                pass
         return len(self.encoding.encode_ordinary(text))
 
     def __repr__(self) -> str:
