@@ -16,9 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import (
+    ConfigError,
     ContextEngine,
     Conversations,
     HeuristicCounter,
+    InvalidMessageError,
     Message,
     TiktokenCounter,
     ToolCallPart,
@@ -517,4 +519,59 @@ def test_bulk_appends_leave_the_tail_single_appends_leave(tmp_path, batch):
     assert [m.seq for m in fresh_tail.messages] == [m.seq for m in tail.messages]
     assert fresh_tail.total_tokens == tail.total_tokens
     for c in (convs, reference, cold):
+        c.close()
+
+
+# -- bulk import ------------------------------------------------------------------------
+
+
+def test_import_stores_everything_in_batches_and_summarises_once(convs):
+    msgs = thread(40)  # 96 messages, 8 tool results
+    seen: list[int] = []
+    stored = convs.import_sync(
+        "imp", iter(msgs), tenant="t", user="u", batch_size=25, progress=seen.append
+    )
+    assert seen == [25, 25, 25, 21]
+    assert [m.seq for m in stored] == list(range(1, len(msgs) + 1))
+    assert [m.id for m in stored] == [m.id for m in msgs]
+    assert [m.id for m in convs.store.read("imp", tenant="t")] == [m.id for m in msgs]
+    convs.wait_idle_sync()
+    # one background summary, scheduled after the last batch (not one per batch)
+    assert len(convs.store.summaries("imp", tenant="t")) == 1
+    # the tail the import left is the one a fresh process would load
+    fresh = Conversations(convs.engine, convs.store, compaction=convs.compaction)
+    a = convs.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+    b = fresh.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+    assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
+
+
+def test_import_rejects_bad_input_and_keeps_the_batches_before(convs):
+    with pytest.raises(ConfigError, match="batch_size"):
+        convs.import_sync("imp", thread(2), tenant="t", user="u", batch_size=0)
+    with pytest.raises(InvalidMessageError, match="one Message"):
+        convs.import_sync("imp", Message.user("hi"), tenant="t", user="u")
+    msgs = thread(10)
+    bad = [*msgs[:12], "not a message", *msgs[12:]]
+    with pytest.raises(InvalidMessageError, match=r"messages\[2\]"):
+        convs.import_sync("imp", bad, tenant="t", user="u", batch_size=5)
+    assert len(convs.store.read("imp", tenant="t")) == 10  # two whole batches
+    # importing the same messages again skips what is stored (same ids)
+    again = convs.import_sync("imp", msgs, tenant="t", user="u", batch_size=5)
+    assert [m.seq for m in again] == list(range(1, len(msgs) + 1))
+    assert len(convs.store.read("imp", tenant="t")) == len(msgs)
+
+
+def test_import_messages_inside_an_event_loop(tmp_path):
+    engine = ContextEngine(system_prompt="sys", counter=H, budget=3000)
+    c = Conversations(engine, SQLiteStore(tmp_path / "a.db"))
+
+    async def main() -> int:
+        stored = await c.import_messages("a", thread(30), tenant="t", user="u", batch_size=16)
+        built = await c.build("a", "plan 2?", tenant="t", user="u")
+        assert [m.text for m in built.messages if m.role == "user"][-1] == "plan 2?"
+        return len(stored)
+
+    try:
+        assert asyncio.run(main()) == len(thread(30))
+    finally:
         c.close()

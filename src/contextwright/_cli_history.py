@@ -85,11 +85,10 @@ def _import(args: argparse.Namespace, out: Any) -> None:
             disable=args.json or len(messages) < BATCH,
         ) as bar:  # fmt: skip
             task = bar.add_task("import", total=len(messages))
-            stored: list[Message] = []
-            for i in range(0, len(messages), BATCH):
-                chunk = messages[i : i + BATCH]
-                stored += convs.append_sync(args.conversation, chunk, tenant=args.tenant, user=args.user)
-                bar.advance(task, len(chunk))
+            stored = convs.import_sync(
+                args.conversation, messages, tenant=args.tenant, user=args.user,
+                batch_size=BATCH, progress=lambda n: bar.advance(task, n),
+            )  # fmt: skip
         info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
         assert info is not None
         result = {

@@ -29,14 +29,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import itertools
 import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from ._budget import Budget
 from ._engine import ContextEngine
-from ._errors import InvalidMessageError, UserError
+from ._errors import ConfigError, InvalidMessageError, UserError
 from ._messages import Message, ToolResultPart
 from ._receipt import BuiltContext
 from ._stateful import Background, StoreCalls, Tail
@@ -272,11 +273,52 @@ class Conversations(_CompactionMixin):
         )
         self._grow_tail(conversation, tenant, stored, views, tokens)
         if len(stored) >= self.compaction.summary_message_threshold:
-            # a bulk import: summarise what is outside the window now, in the
-            # background, so the first build does not have to
-            tail = await self._tail(conversation, tenant)
-            if self._check(tail, None).summary_due:
-                self._schedule(conversation, tenant, user, routine=True)
+            await self._summarise_if_due(conversation, tenant, user)
+        return stored
+
+    async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
+        """After a bulk write: summarise what is outside the window now, in the
+        background, so that the first build does not have to."""
+        tail = await self._tail(conversation, tenant)
+        if self._check(tail, None).summary_due:
+            self._schedule(conversation, tenant, user, routine=True)
+
+    async def import_messages(
+        self,
+        conversation: str,
+        messages: Iterable[Message],
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        batch_size: int = 1000,
+        progress: Callable[[int], object] | None = None,
+    ) -> list[Message]:
+        """Append a long history (oldest first) in batches; returns the stored messages.
+
+        Each batch of ``batch_size`` is one transaction, as `append` of it would
+        be, and ``progress`` is called with the number of messages after each.
+        Unlike a loop of `append` calls, the summary of what lies outside the
+        window is scheduled once, at the end, instead of after every batch while
+        the next one is being written. A failure leaves the batches before it
+        stored; importing the same messages (same ids) again skips those.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if isinstance(messages, Message):
+            raise InvalidMessageError("messages", "must be an iterable of Message, got one Message")
+        stored: list[Message] = []
+        it = iter(messages)
+        while chunk := list(itertools.islice(it, batch_size)):
+            batch, views, tokens = self._prepare(chunk)
+            out = await self.db._run(
+                functools.partial(self._store, conversation, batch, views, tokens, tenant, user)
+            )
+            self._grow_tail(conversation, tenant, out, views, tokens)
+            stored += out
+            if progress is not None:
+                progress(len(chunk))
+        if stored:
+            await self._summarise_if_due(conversation, tenant, user)
         return stored
 
     def _push(self, tail: Tail, message: Message, cost: int) -> None:
@@ -533,10 +575,26 @@ class Conversations(_CompactionMixin):
         stored = self._store(conversation, batch, views, tokens, tenant, user)
         self._grow_tail(conversation, tenant, stored, views, tokens)
         if bulk and len(stored) >= self.compaction.summary_message_threshold:
-            tail = self._run(self._tail(conversation, tenant))
-            if self._check(tail, None).summary_due:
-                self._schedule(conversation, tenant, user, routine=True)
+            self._run(self._summarise_if_due(conversation, tenant, user))
         return stored
+
+    def import_sync(
+        self,
+        conversation: str,
+        messages: Iterable[Message],
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        batch_size: int = 1000,
+        progress: Callable[[int], object] | None = None,
+    ) -> list[Message]:
+        """`import_messages` for code without an event loop (the store is called inline)."""
+        return self._run(
+            self.import_messages(
+                conversation, messages, tenant=tenant, user=user, batch_size=batch_size,
+                progress=progress,
+            )
+        )  # fmt: skip
 
     def build_sync(self, conversation: str, message: str | Message, **kw: Any) -> BuiltContext:
         return self._run(self.build(conversation, message, **kw))
