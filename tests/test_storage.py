@@ -520,6 +520,26 @@ def test_search_seqs_matches_search(store):
     assert store.search_seqs("c", "budget", tenant="B") == []  # another tenant sees nothing
 
 
+def test_search_seqs_unfiltered_by_role(store):
+    """roles=None: the messages' index as it is (system messages too, tool results not)."""
+    msgs = [Message.user(f"budget {i} for paris" if i % 3 else f"note {i}") for i in range(30)]
+    msgs[4] = Message.system("the budget rules")
+    msgs[7] = Message.tool("call_1", "budget table", tool_name="t")
+    store.append("c", msgs, tenant=T, user="u")
+    store.append("d", [Message.user("budget elsewhere")], tenant=T, user="u")
+    for query, kw in (("budget paris", {}), ("note", {"before_seq": 20}), ("budget", {"limit": 4})):
+        every = store.search("c", query, tenant=T, roles=("user", "assistant", "system"), **kw)
+        assert store.search_seqs("c", query, tenant=T, roles=None, **kw) == [
+            (h.message.seq, h.score) for h in every
+        ]
+    seqs = [s for s, _ in store.search_seqs("c", "budget", tenant=T, roles=None, limit=50)]
+    assert 5 in seqs  # the system message is in
+    assert 8 not in seqs  # the tool result is not
+    assert store.search_seqs("c", "budget", tenant="B", roles=None) == []
+    assert store.search_seqs("nope", "budget", tenant=T, roles=None) == []
+    assert store.search_seqs("c", "the of", tenant=T, roles=None, limit=0) == []
+
+
 def test_search_filters_roles_and_keeps_tool_results_verbatim(store):
     saved = store.append("c", every_part_type(), tenant=T, user="u")
     assert store.search("c", "temp", tenant=T) == []  # tool messages are not searched by default

@@ -292,7 +292,11 @@ class RecallSource(SourceBase):
         kw: dict[str, Any] = {"tenant": turn.tenant, "limit": self.search_limit, "before_seq": before}
         light = getattr(self.store, "search_seqs", None)
         if light is not None:
-            found: list[tuple[int, float]] = await light(turn.conversation, words, **kw)
+            # unfiltered by role: the turn index keeps only user and assistant
+            # turns, and the ranker drops any other sequence number
+            found: list[tuple[int, float]] = await light(
+                turn.conversation, words, roles=None, **kw
+            )
             return found
         hits: list[SearchHit] = await self.store.search(turn.conversation, words, **kw)
         return [(h.message.seq, h.score) for h in hits if h.message.seq is not None]

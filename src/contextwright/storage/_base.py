@@ -312,7 +312,7 @@ class Store(Protocol):
         tenant: str,
         limit: int = 10,
         before_seq: int | None = None,
-        roles: Sequence[str] = ("user", "assistant"),
+        roles: Sequence[str] | None = ("user", "assistant"),
     ) -> list[tuple[int, float]]: ...
 
     def close(self) -> None: ...
