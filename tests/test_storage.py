@@ -520,6 +520,24 @@ def test_search_seqs_matches_search(store):
     assert store.search_seqs("c", "budget", tenant="B") == []  # another tenant sees nothing
 
 
+def test_optimize_search_index_keeps_every_result(store):
+    store.optimize_search_index()  # an empty index is fine
+    for k in range(5):  # several commits: several segments
+        batch = [Message.user(f"budget {i} for paris 上海{i}") for i in range(k * 20, k * 20 + 20)]
+        store.append("c", [*batch, Message.tool("call_1", f"budget table {k}", tool_name="t")], tenant=T)
+    queries = ("budget paris", "上海", "table", "paris")
+    before = [store.search("c", q, tenant=T, limit=200, roles=("user", "tool")) for q in queries]
+    store.optimize_search_index()
+    after = [store.search("c", q, tenant=T, limit=200, roles=("user", "tool")) for q in queries]
+    assert [[(h.message.seq, h.score) for h in hs] for hs in after] == [
+        [(h.message.seq, h.score) for h in hs] for hs in before
+    ]
+    assert all(before)
+    with store._tx(True, T) as conn:  # and the indexes are consistent
+        for table in ("message_fts", "tool_result_fts"):
+            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+
+
 def test_search_seqs_unfiltered_by_role(store):
     """roles=None: the messages' index as it is (system messages too, tool results not)."""
     msgs = [Message.user(f"budget {i} for paris" if i % 3 else f"note {i}") for i in range(30)]

@@ -87,7 +87,7 @@ def _import(args: argparse.Namespace, out: Any) -> None:
             task = bar.add_task("import", total=len(messages))
             stored = convs.import_sync(
                 args.conversation, messages, tenant=args.tenant, user=args.user,
-                batch_size=BATCH, progress=lambda n: bar.advance(task, n),
+                batch_size=BATCH, progress=lambda n: bar.advance(task, n), optimize_index=True,
             )  # fmt: skip
         info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
         assert info is not None

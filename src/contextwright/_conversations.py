@@ -292,6 +292,7 @@ class Conversations(_CompactionMixin):
         user: str = "anonymous",
         batch_size: int = 1000,
         progress: Callable[[int], object] | None = None,
+        optimize_index: bool = False,
     ) -> list[Message]:
         """Append a long history (oldest first) in batches; returns the stored messages.
 
@@ -301,6 +302,9 @@ class Conversations(_CompactionMixin):
         window is scheduled once, at the end, instead of after every batch while
         the next one is being written. A failure leaves the batches before it
         stored; importing the same messages (same ids) again skips those.
+        ``optimize_index`` then merges the store's full-text index
+        (`SQLiteStore.optimize_search_index`: the whole file's, so for large
+        imports; the CLI's ``import`` does it).
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -317,6 +321,9 @@ class Conversations(_CompactionMixin):
             stored += out
             if progress is not None:
                 progress(len(chunk))
+        optimize = getattr(self.store, "optimize_search_index", None)
+        if stored and optimize_index and optimize is not None:
+            await self.db._run(optimize)
         if stored:
             await self._summarise_if_due(conversation, tenant, user)
         return stored
@@ -587,12 +594,13 @@ class Conversations(_CompactionMixin):
         user: str = "anonymous",
         batch_size: int = 1000,
         progress: Callable[[int], object] | None = None,
+        optimize_index: bool = False,
     ) -> list[Message]:
         """`import_messages` for code without an event loop (the store is called inline)."""
         return self._run(
             self.import_messages(
                 conversation, messages, tenant=tenant, user=user, batch_size=batch_size,
-                progress=progress,
+                progress=progress, optimize_index=optimize_index,
             )
         )  # fmt: skip
 
