@@ -265,6 +265,15 @@ class Conversations(_CompactionMixin):
         user: str = "anonymous",
     ) -> list[Message]:
         """Store ``messages`` (oldest first); returns them with their sequence numbers."""
+        stored = await self._write(conversation, messages, tenant, user)
+        if len(stored) >= self.compaction.summary_message_threshold:
+            await self._summarise_if_due(conversation, tenant, user)
+        return stored
+
+    async def _write(
+        self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str
+    ) -> list[Message]:
+        """Prepare, store (one transaction) and add to the tail: one batch of an append."""
         batch, views, tokens = self._prepare(messages)
         # one hop to the store's worker for the messages and their read-back keys
         # (AsyncStore._run is what its own methods use)
@@ -272,8 +281,6 @@ class Conversations(_CompactionMixin):
             functools.partial(self._store, conversation, batch, views, tokens, tenant, user)
         )
         self._grow_tail(conversation, tenant, stored, views, tokens)
-        if len(stored) >= self.compaction.summary_message_threshold:
-            await self._summarise_if_due(conversation, tenant, user)
         return stored
 
     async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
@@ -313,12 +320,7 @@ class Conversations(_CompactionMixin):
         stored: list[Message] = []
         it = iter(messages)
         while chunk := list(itertools.islice(it, batch_size)):
-            batch, views, tokens = self._prepare(chunk)
-            out = await self.db._run(
-                functools.partial(self._store, conversation, batch, views, tokens, tenant, user)
-            )
-            self._grow_tail(conversation, tenant, out, views, tokens)
-            stored += out
+            stored += await self._write(conversation, chunk, tenant, user)
             if progress is not None:
                 progress(len(chunk))
         optimize = getattr(self.store, "optimize_search_index", None)
