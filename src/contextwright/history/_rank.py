@@ -44,7 +44,6 @@ Pure Python for the lexical path; numpy only when an embedder is configured.
 from __future__ import annotations
 
 import bisect
-import calendar
 import math
 import re
 import time
@@ -75,7 +74,10 @@ _STOP = """a about after again all also am an and any are as at be been before b
     kind type types sort thing things something anything ever recently many much lot"""
 STOP_WORDS = frozenset(_STOP.split())
 _WORD = re.compile(r"[^\W\d_]+|\d+")
-_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+# English month names, whatever the process locale (`calendar.month_name` follows LC_TIME)
+_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August",
+                "September", "October", "November", "December")  # fmt: skip
+_MONTHS = {name.lower(): i for i, name in enumerate(_MONTH_NAMES, 1)}
 _YEAR = re.compile(r"\b(1[89]\d\d|2[01]\d\d)\b")
 _FEEDBACK_WORD = re.compile(r"[a-z]{4,}")
 
@@ -165,16 +167,32 @@ class TurnIndex:
         self.locale = locale
         self.turns: list[IndexedTurn] = []
         self.seqs: list[int] = []
+        self.sessions: list[int] = []  # each turn's session, as ``turns[i].session``
         self.last_seq = 0
         self.speakers: dict[str, str] = {}
-        self.df: Counter[str] = Counter()  # turns containing each (Latin-script) word
         self.word_df: Counter[str] = Counter()  # turns containing each search word, lower-cased
+        self._df: Counter[str] = Counter()  # see `df`
+        self._df_turns = 0  # how many turns ``_df`` has counted
         self.vectors: Any = None  # numpy float32 (n_embedded, d), rows L2-normalised
         self.embedded_by: str | None = None
         self._session = 0
 
     def __len__(self) -> int:
         return len(self.turns)
+
+    @property
+    def df(self) -> Counter[str]:
+        """Turns containing each Latin-script word of four letters or more (feedback words).
+
+        Counted when first asked for, then kept up to date: only the feedback
+        search uses it, and the stateful default has none, so its turns never pay.
+        """
+        if self._df_turns < len(self.turns):
+            update = self._df.update
+            for t in self.turns[self._df_turns :]:
+                update(set(_FEEDBACK_WORD.findall(t.text.lower())))
+            self._df_turns = len(self.turns)
+        return self._df
 
     def add(self, messages: Iterable[Message]) -> int:
         """Append stored messages newer than any seen; returns how many turns were added."""
@@ -184,7 +202,10 @@ class TurnIndex:
             if seq <= self.last_seq:
                 continue
             self.last_seq = seq
-            if m.role not in ("user", "assistant") or not m.text.strip():
+            if m.role not in ("user", "assistant"):
+                continue
+            text = m.text
+            if not text.strip():
                 continue
             prev = self.turns[-1] if self.turns else None
             if (
@@ -201,12 +222,11 @@ class TurnIndex:
                 t = time.gmtime(m.created_at)
                 month = (t.tm_year, t.tm_mon)
             self.turns.append(IndexedTurn(
-                seq, m.role, speaker, m.created_at, m.text, self._session, day, month
+                seq, m.role, speaker, m.created_at, text, self._session, day, month
             ))  # fmt: skip
             self.seqs.append(seq)
-            low = m.text.lower()
-            self.df.update(set(_FEEDBACK_WORD.findall(low)))
-            self.word_df.update(set(_WORD.findall(low)))
+            self.sessions.append(self._session)
+            self.word_df.update(set(_WORD.findall(text.lower())))
             if m.name:
                 self.speakers.setdefault(m.name.lower(), m.name)
                 first = m.name.split()[0].lower()
@@ -295,11 +315,12 @@ class TurnRanker:
         n = max(1, len(index))
         asked = set(_FEEDBACK_WORD.findall(analysis.text.lower()))
         names = set(index.speakers)
+        df = index.df
         weight: dict[str, float] = {}
         for p, _ in ranked[: w.feedback_docs]:
             for word in set(_FEEDBACK_WORD.findall(index.turns[p].text.lower())):
                 if word not in STOP_WORDS and word not in asked and word not in names:
-                    idf = math.log(n / max(1, index.df[word]))
+                    idf = math.log(n / max(1, df[word]))
                     weight[word] = weight.get(word, 0.0) + idf
         best = sorted(weight.items(), key=lambda kv: (-kv[1], kv[0]))[: w.feedback_terms]
         return " ".join(word for word, _ in best) or None
@@ -325,8 +346,13 @@ class TurnRanker:
         w = self.weights
         turns = index.turns
         lexical = self._lexical(index, hits, n)
-        ranks = _competition_ranks(lexical)
         k = float(w.rrf_k)
+        speaker_hit = next(iter(analysis.speakers)) if len(analysis.speakers) == 1 else None
+        dated = bool(analysis.months or analysis.years)
+        dense = query_vector is not None and index.vectors is not None and w.dense_weight > 0
+        if not (dense or feedback or fill or dated or speaker_hit is not None):
+            return _rrf_order(lexical, k)  # lexical evidence alone (the stateful default)
+        ranks = _competition_ranks(lexical)
         # Turns without lexical evidence share the rank after the last one that has
         # some, and never a better one than k: with only a handful of hits, RRF
         # scores are so close that a prior could lift a turn with no evidence at
@@ -334,7 +360,7 @@ class TurnRanker:
         zero_rank = float(max(len(lexical), w.rrf_k))
         dense_score: Any = None
         dense_rank: Any = None
-        if query_vector is not None and index.vectors is not None and w.dense_weight > 0:
+        if dense:
             dense_score, dense_rank = self._dense(index, query_vector, n)
         extra: dict[int, float] = {}
         extra_ranks: dict[int, float] = {}
@@ -342,8 +368,6 @@ class TurnRanker:
             extra = self._lexical(index, feedback, n)
             extra_ranks = _competition_ranks(extra)
         extra_zero = float(max(len(extra), w.rrf_k))
-        speaker_hit = next(iter(analysis.speakers)) if len(analysis.speakers) == 1 else None
-        dated = bool(analysis.months or analysis.years)
         out: list[tuple[float, int]] = []  # (-score, -position)
         # Without vectors or fill only turns with lexical evidence can be returned:
         # visit those, not every turn (O(hits), not O(conversation)).
@@ -376,19 +400,30 @@ class TurnRanker:
     def _lexical(self, index: TurnIndex, hits: Mapping[int, float], n: int) -> dict[int, float]:
         """Full-text scores by position, each also spread to its same-session neighbours."""
         w = self.weights
-        turns = index.turns
+        sessions = index.sessions  # nondecreasing: a step into another session ends a side
+        shares = [w.neighbour_decay**d for d in range(1, w.neighbours + 1)]
+        seqs = index.seqs
+        end = len(seqs)
         out: dict[int, float] = {}
+        get = out.get
         for seq, score in hits.items():
-            p = index.position(seq)
-            if p is None or p >= n or score <= 0:
+            p = bisect.bisect_left(seqs, seq)  # `TurnIndex.position`, inlined
+            if p >= n or p == end or seqs[p] != seq or score <= 0:
                 continue
-            out[p] = out.get(p, 0.0) + score
-            session = turns[p].session
-            for d in range(1, w.neighbours + 1):
-                share = score * w.neighbour_decay**d
-                for q in (p - d, p + d):
-                    if 0 <= q < n and turns[q].session == session:
-                        out[q] = out.get(q, 0.0) + share
+            out[p] = get(p, 0.0) + score
+            session = sessions[p]
+            q = p
+            for share in shares:
+                q -= 1
+                if q < 0 or sessions[q] != session:
+                    break
+                out[q] = get(q, 0.0) + score * share
+            q = p
+            for share in shares:
+                q += 1
+                if q >= n or sessions[q] != session:
+                    break
+                out[q] = get(q, 0.0) + score * share
         return out
 
     def _dense(self, index: TurnIndex, query_vector: Any, n: int) -> tuple[Any, Any]:
@@ -411,6 +446,24 @@ class TurnRanker:
         rank = np.empty(m, dtype=np.float64)
         rank[order] = np.arange(m, dtype=np.float64)
         return raw, rank
+
+
+def _rrf_order(scores: Mapping[int, float], k: float) -> list[tuple[int, float]]:
+    """`TurnRanker.rank` when only lexical evidence counts: one sort, the same result.
+
+    The fused score ``1 / (k + rank)`` falls as the competition rank grows, so
+    the order is that of the scores, ties to the newer turn, as in the full path.
+    """
+    order = sorted([(-s, -p) for p, s in scores.items()])
+    out: list[tuple[int, float]] = []
+    append = out.append
+    prev: float | None = None
+    fused = 0.0
+    for i, (neg, neg_p) in enumerate(order):
+        if neg != prev:  # a new score: its competition rank is i
+            prev, fused = neg, 1.0 / (k + i)
+        append((-neg_p, fused))
+    return out
 
 
 def _competition_ranks(scores: Mapping[int, float]) -> dict[int, float]:
@@ -451,4 +504,4 @@ def day_label(created_at: float | None, locale: str = "en") -> str:
     t = time.gmtime(created_at)
     if locale.startswith("zh"):
         return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
-    return f"{t.tm_mday} {calendar.month_name[t.tm_mon]} {t.tm_year}"
+    return f"{t.tm_mday} {_MONTH_NAMES[t.tm_mon - 1]} {t.tm_year}"

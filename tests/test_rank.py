@@ -1,0 +1,142 @@
+"""The turn ranker against a plain restatement of its documented formula.
+
+`TurnRanker.rank` has a short path for lexical evidence alone (the stateful
+default) and a general one (priors, feedback, vectors, fill); both must give what
+the module docstring describes, computed here the slow, obvious way.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import time
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwright import Message
+from contextwright.history._rank import (
+    _FEEDBACK_WORD,
+    QueryAnalysis,
+    TurnIndex,
+    TurnRanker,
+    _date_matches,
+    day_label,
+)
+
+DAY = 86_400.0
+T0 = 1_700_000_000.0  # 14 November 2023
+WORDS = ["kitten", "cello", "basil", "trail", "recital", "pesto", "Ada", "Bruno", "über", "río"]
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    """Turns with gaps (new sessions), two speakers, some tool messages and blanks between."""
+    n = draw(st.integers(1, 40))
+    out: list[Message] = []
+    at = T0
+    seq = 0
+    for i in range(n):
+        at += draw(st.sampled_from([60.0, 600.0, 5 * 3600.0, 20 * DAY]))
+        seq += draw(st.integers(1, 3))  # seq gaps: the index must not assume 1, 2, 3…
+        kind = draw(st.sampled_from(["user", "assistant", "assistant", "tool", "blank"]))
+        if kind == "tool":
+            out.append(Message.tool(f"c{i}", "kitten tool output", seq=seq, created_at=at))
+            continue
+        text = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6)))
+        role = "user" if kind == "user" else "assistant"
+        name = "Ada" if role == "user" else "Bruno"
+        out.append(
+            Message(role, "   " if kind == "blank" else text, name=name, created_at=at, seq=seq)
+        )
+    return out
+
+
+def _reference(
+    index: TurnIndex, analysis: QueryAnalysis, hits: dict[int, float], n: int, ranker: TurnRanker
+) -> list[tuple[int, float]]:
+    """The module docstring's steps 2, 4 and 5 for lexical evidence, without shortcuts."""
+    w = ranker.weights
+    lexical: dict[int, float] = {}
+    for seq, score in hits.items():
+        if score <= 0 or seq not in index.seqs:
+            continue
+        p = index.seqs.index(seq)
+        if p >= n:
+            continue
+        for q in range(max(0, p - w.neighbours), min(n, p + w.neighbours + 1)):
+            if index.turns[q].session == index.turns[p].session:
+                lexical[q] = lexical.get(q, 0.0) + score * w.neighbour_decay ** abs(q - p)
+    out = []
+    for p, s in lexical.items():
+        rank = sum(1 for other in lexical.values() if other > s)  # competition rank
+        fused = 1.0 / (w.rrf_k + rank)
+        speakers = analysis.speakers
+        if len(speakers) == 1 and index.turns[p].speaker in speakers:
+            fused *= 1.0 + w.speaker_boost
+        if (analysis.months or analysis.years) and _date_matches(index.turns[p].month, analysis):
+            fused *= 1.0 + w.date_boost
+        out.append((p, fused))
+    out.sort(key=lambda ps: (-ps[1], -ps[0]))  # best first, ties to the newer turn
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    conversations(),
+    st.data(),
+    st.sampled_from(
+        [
+            QueryAnalysis("kitten"),  # lexical evidence alone: the short path
+            QueryAnalysis("kitten", speakers=frozenset({"Bruno"})),
+            QueryAnalysis("kitten", months=frozenset({11, 12})),
+            QueryAnalysis("kitten", speakers=frozenset({"Ada", "Bruno"}), years=frozenset({2023})),
+        ]
+    ),
+)
+def test_rank_is_the_documented_formula(messages, data, analysis):
+    index = TurnIndex()
+    index.add(messages)
+    seqs = [m.seq for m in messages]
+    # exact binary fractions, so that the reference's sums in another order are equal
+    scores = st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 4.0])
+    hits = data.draw(st.dictionaries(st.sampled_from([*seqs, 10_000]), scores, max_size=12))
+    n = data.draw(st.integers(0, len(index)))
+    ranker = TurnRanker()
+    got = ranker.rank(index, analysis, hits, n)
+    want = _reference(index, analysis, hits, n, ranker)
+    assert [p for p, _ in got] == [p for p, _ in want]
+    assert all(math.isclose(a, b, rel_tol=1e-12) for (_, a), (_, b) in zip(got, want, strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(conversations(), st.lists(st.integers(0, 40), max_size=4))
+def test_feedback_counts_are_those_of_a_fresh_index_however_reads_and_adds_interleave(
+    messages, cuts
+):
+    index = TurnIndex()
+    start = 0
+    for cut in sorted(cuts):
+        index.add(messages[start:cut])
+        start = max(start, cut)
+        _ = index.df  # read part-way: later turns must still be counted
+    index.add(messages[start:])
+    want: Counter[str] = Counter()
+    for t in index.turns:
+        want.update(set(_FEEDBACK_WORD.findall(t.text.lower())))
+    assert index.df == want
+    assert index.sessions == [t.session for t in index.turns]
+
+
+def test_day_labels_and_month_names_do_not_follow_the_process_locale(monkeypatch):
+    # calendar.month_name follows LC_TIME; a German process must still get English labels
+    german = ["", "Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August",
+              "September", "Oktober", "November", "Dezember"]  # fmt: skip
+    monkeypatch.setattr(calendar, "month_name", german)
+    at = time.mktime((2023, 5, 8, 12, 0, 0, 0, 0, 0)) - time.timezone
+    assert day_label(at) == "8 May 2023"
+    assert day_label(at, "zh-CN") == "2023-05-08"
+    from contextwright.history._rank import analyse
+
+    assert analyse("What happened in May 2023?").months == {5}
