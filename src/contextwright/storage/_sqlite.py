@@ -97,6 +97,14 @@ def _size_fts_hash(conn: sqlite3.Connection) -> None:
                 )
 
 
+def _cid(conn: sqlite3.Connection, tenant: str, conversation: str) -> int | None:
+    """The conversation's internal id, None if the tenant has no such conversation."""
+    row = conn.execute(
+        "SELECT cid FROM conversations WHERE tenant = ? AND id = ?", (tenant, conversation)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def _focus(query: str) -> str:
     """``query`` without English function words (CJK and other text untouched)."""
     return _WORD.sub(lambda m: "" if m.group(0).lower() in _STOP else m.group(0), query)
@@ -652,12 +660,10 @@ class SQLiteStore(HistoryTables):
             return []
         upper = None if before_seq is None else _rows.count(before_seq, "before_seq")
         with self._tx(False, tenant) as conn:
-            row = conn.execute(
-                "SELECT cid FROM conversations WHERE tenant = ? AND id = ?", (tenant, conversation)
-            ).fetchone()
-            if row is None:
+            cid = _cid(conn, tenant, conversation)
+            if cid is None:
                 return []
-            lo, hi = fts_range(row[0], upper)
+            lo, hi = fts_range(cid, upper)
             table = fts_table("user")
             got = conn.execute(
                 f"SELECT rowid & {(1 << SEQ_BITS) - 1}, bm25({table}) AS rank FROM {table} "
@@ -698,12 +704,9 @@ class SQLiteStore(HistoryTables):
         wanted = set(roles)
         tables = sorted({fts_table(r) for r in wanted})
         with self._tx(False, tenant) as conn:
-            row = conn.execute(
-                "SELECT cid FROM conversations WHERE tenant = ? AND id = ?", (tenant, conversation)
-            ).fetchone()
-            if row is None:
+            cid = _cid(conn, tenant, conversation)
+            if cid is None:
                 return []
-            cid = row[0]
             lo, hi = fts_range(cid, upper)
             # Two steps: rank in the FTS index alone (FTS5 sorts by rank with a
             # bounded heap, reading no message rows), then fetch the few winners.
