@@ -1146,9 +1146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             for sources, recall in CONFIGS:
                 loops.append(
-                    bench_turns(
-                        wd, tp, now, recall, sources, pairs[1:], args.loop_seconds, console
-                    )
+                    bench_turns(wd, tp, now, recall, sources, pairs[1:], args.loop_seconds, console)
                 )
         t = time.perf_counter()
         trims = [bench_trim(thread, n) for n in sizes]
