@@ -38,17 +38,13 @@ from rich.table import Table
 
 from contextwright import ContextEngine, Conversations, TiktokenCounter
 from contextwright._blocks import unescape_content
-from contextwright._eval import load_locomo
+from contextwright._eval import _content, _norm, load_locomo
 from contextwright.history import RecallSource
 from contextwright.storage import SQLiteStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 TENANT, USER = "bench", "bench"
 SETTINGS = ((32, 100), (16, 100), (32, 50), (16, 50), (64, 200))  # (search_limit, match_budget)
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split())
 
 
 def run_setting(
@@ -75,9 +71,7 @@ def run_setting(
                     conv.name, item.question.text, tenant=TENANT, user=USER, store_message=False
                 )
                 request = built.render("openai")
-                text = _norm(
-                    unescape_content("\n".join(str(m.get("content", "")) for m in request))
-                )
+                text = _norm(unescape_content("\n".join(_content(m) for m in request)))
                 for b in built.report.blocks:
                     if b.name == recall.name and b.fetch_ms is not None:
                         fetch_ms.append(b.fetch_ms)
