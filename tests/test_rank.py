@@ -2,7 +2,9 @@
 
 `TurnRanker.rank` has a short path for lexical evidence alone (the stateful
 default) and a general one (priors, feedback, vectors, fill); both must give what
-the module docstring describes, computed here the slow, obvious way.
+the module docstring describes, computed here the slow, obvious way. Recall ranks
+only the first few candidates at first (``top``) and packs from them, asking for
+the whole ranking if they run out: that must pack what the whole ranking would.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import math
 import time
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextwright import Message
+from contextwright import ConfigError, HeuristicCounter, Message
+from contextwright.history import RecallSource
 from contextwright.history._rank import (
     _FEEDBACK_WORD,
     QueryAnalysis,
@@ -108,6 +112,47 @@ def test_rank_is_the_documented_formula(messages, data, analysis):
     want = _reference(index, analysis, hits, n, ranker)
     assert [p for p, _ in got] == [p for p, _ in want]
     assert all(math.isclose(a, b, rel_tol=1e-12) for (_, a), (_, b) in zip(got, want, strict=True))
+    top = data.draw(st.integers(0, len(got) + 2))
+    assert ranker.rank(index, analysis, hits, n, top=top) == got[:top]  # a prefix, same scores
+
+
+@pytest.mark.parametrize("top", [-1, 1.5, True, "3"])
+def test_rank_rejects_a_bad_top(top):
+    index = TurnIndex()
+    index.add([Message.user("kitten", seq=1)])
+    with pytest.raises(ConfigError, match="top must be"):
+        TurnRanker().rank(index, QueryAnalysis("kitten"), {1: 1.0}, 1, top=top)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 60), min_size=1, max_size=40),  # words per turn
+    st.data(),
+)
+def test_packing_from_the_start_of_the_ranking_packs_what_the_whole_ranking_would(lengths, data):
+    messages = [
+        Message.user(" ".join(["pesto"] * k), seq=i + 1, created_at=T0 + 60 * i)
+        for i, k in enumerate(lengths)
+    ]
+    index = TurnIndex()
+    index.add(messages)
+    order = data.draw(st.permutations(range(len(index))))
+    ranked = [(p, 1.0 / (1 + r)) for r, p in enumerate(order)]
+    limit = data.draw(st.one_of(st.none(), st.integers(1, 8)))
+    allowance = data.draw(st.integers(0, 400))
+    start = data.draw(st.integers(0, len(ranked)))
+    source = RecallSource(limit=limit, counter=HeuristicCounter())
+    whole = source._block(index, ranked, allowance)
+    asked: list[int] = []
+
+    def rest() -> list[tuple[int, float]]:
+        asked.append(1)
+        return ranked
+
+    part = source._block(index, ranked[:start], allowance, rest)
+    shown = (part.content, part.provenance) if part else None
+    assert shown == ((whole.content, whole.provenance) if whole else None)
+    assert len(asked) <= 1
 
 
 @settings(max_examples=100, deadline=None)

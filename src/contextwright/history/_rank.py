@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from .._errors import ConfigError
 from .._messages import Message
 
 if TYPE_CHECKING:
@@ -335,14 +336,20 @@ class TurnRanker:
         query_vector: Any = None,
         feedback: Mapping[int, float] | None = None,
         fill: bool = False,
+        top: int | None = None,
     ) -> list[tuple[int, float]]:
         """Positions among the first ``n`` turns of ``index``, best first, with their scores.
 
         ``hits`` maps sequence numbers to full-text scores (higher is better);
         ``feedback`` the same for the `feedback_query` search. Without ``fill`` only turns with some evidence (lexical, or a cosine of at
         least ``dense_min``) are returned; with it, every turn, so that a caller
-        with room to spare can use it.
+        with room to spare can use it. ``top`` returns only the first ``top`` of
+        that list (scores unchanged): a caller that shows a handful of turns
+        need not pay for ordering and scoring the two hundred that neighbour
+        spreading gives a few dozen hits.
         """
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+            raise ConfigError(f"top must be a non-negative integer or None, got {top!r}")
         w = self.weights
         turns = index.turns
         lexical = self._lexical(index, hits, n)
@@ -351,7 +358,7 @@ class TurnRanker:
         dated = bool(analysis.months or analysis.years)
         dense = query_vector is not None and index.vectors is not None and w.dense_weight > 0
         if not (dense or feedback or fill or dated or speaker_hit is not None):
-            return _rrf_order(lexical, k)  # lexical evidence alone (the stateful default)
+            return _rrf_order(lexical, k, top)  # lexical evidence alone (the stateful default)
         ranks = _competition_ranks(lexical)
         # Turns without lexical evidence share the rank after the last one that has
         # some, and never a better one than k: with only a handful of hits, RRF
@@ -395,6 +402,8 @@ class TurnRanker:
                 s *= 1.0 + w.date_boost
             out.append((-s, -p))
         out.sort()  # best first, ties to the newer turn (plain tuples: no key function)
+        if top is not None:
+            del out[top:]
         return [(-q, -v) for v, q in out]
 
     def _lexical(self, index: TurnIndex, hits: Mapping[int, float], n: int) -> dict[int, float]:
@@ -448,13 +457,19 @@ class TurnRanker:
         return raw, rank
 
 
-def _rrf_order(scores: Mapping[int, float], k: float) -> list[tuple[int, float]]:
+def _rrf_order(
+    scores: Mapping[int, float], k: float, top: int | None = None
+) -> list[tuple[int, float]]:
     """`TurnRanker.rank` when only lexical evidence counts: one sort, the same result.
 
     The fused score ``1 / (k + rank)`` falls as the competition rank grows, so
     the order is that of the scores, ties to the newer turn, as in the full path.
+    A competition rank depends only on what comes before, so the first ``top``
+    are scored alone.
     """
     order = sorted([(-s, -p) for p, s in scores.items()])
+    if top is not None:
+        del order[top:]
     out: list[tuple[int, float]] = []
     append = out.append
     prev: float | None = None

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -273,19 +273,36 @@ class RecallSource(SourceBase):
         finally:
             if vector is not None and not vector.done():
                 vector.cancel()
+        # With a turn limit only the best few are ranked in full order at first;
+        # packing asks for the rest if those run out (turns too long to fit).
+        top = None
+        if self.limit is not None:
+            top = max(_TOP_PER_TURN * self.limit, self.ranker.weights.feedback_docs)
+        feedback: dict[int, float] | None = None
         ranked = self.ranker.rank(
-            index, analysis, scores, n, query_vector=query_vector, fill=self.fill
+            index, analysis, scores, n, query_vector=query_vector, fill=self.fill, top=top
         )
         more = self.ranker.feedback_query(index, analysis, ranked) if scores else None
         if more:
             feedback = dict(await self._search(turn, more, oldest))
-            ranked = self.ranker.rank(index, analysis, scores, n, feedback=feedback, fill=self.fill)
+            ranked = self.ranker.rank(
+                index, analysis, scores, n, feedback=feedback, fill=self.fill, top=top
+            )
+
+        def rest() -> list[tuple[int, float]]:
+            """The whole ranking, of which ``ranked`` is the start."""
+            return self.ranker.rank(
+                index, analysis, scores, n, query_vector=query_vector, feedback=feedback,
+                fill=self.fill,
+            )  # fmt: skip
+
         # The engine puts dynamic blocks in one system message under its own
         # header; that frame comes out of the same section grant as this block.
         tail = templates_for(turn.locale)["tail.header"]
         counter = self.counter or _HEURISTIC
         frame = DEFAULT_OVERHEAD.per_message + self._cost(counter, tail) + JOIN_TOKENS
-        return self._block(index, ranked, allowance - frame)
+        full = top is None or len(ranked) < top
+        return self._block(index, ranked, allowance - frame, None if full else rest)
 
     async def _search(self, turn: Turn, words: str, before: int | None) -> list[tuple[int, float]]:
         """(seq, score) of the full-text hits; only the numbers when the store can give them."""
@@ -304,13 +321,18 @@ class RecallSource(SourceBase):
     # -- packing and rendering -------------------------------------------------------------
 
     def _block(
-        self, index: TurnIndex, ranked: list[tuple[int, float]], allowance: int
-    ) -> Block | None:
-        """The best turns that fit ``allowance``, as one block (see the module docstring)."""
+        self, index: TurnIndex, ranked: list[tuple[int, float]], allowance: int,
+        rest: Callable[[], list[tuple[int, float]]] | None = None,
+    ) -> Block | None:  # fmt: skip
+        """The best turns that fit ``allowance``, as one block (see the module docstring).
+
+        ``ranked`` may be the start of the ranking only; ``rest`` then gives all of
+        it, asked for if packing runs out of candidates.
+        """
         counter = self.counter or _HEURISTIC
         header = _HEADER["zh" if index.locale.startswith("zh") else "en"]
         frame = self._cost(counter, render_block(Block(self.name, header))) + JOIN_TOKENS
-        pack = _Packing(index, ranked, counter, self, self.limit)
+        pack = _Packing(index, ranked, counter, self, self.limit, rest)
         pack.fill(allowance - frame)
         for attempt in range(3):
             if not pack.taken:
@@ -347,9 +369,11 @@ class _Packing:
     def __init__(
         self, index: TurnIndex, ranked: list[tuple[int, float]], counter: TokenCounter,
         source: RecallSource, limit: int | None,
+        rest: Callable[[], list[tuple[int, float]]] | None = None,
     ) -> None:  # fmt: skip
         self.index, self.ranked, self.counter, self.source = index, ranked, counter, source
-        self.cap = len(ranked) if limit is None else limit
+        self.rest = rest  # the whole ranking, when ``ranked`` is only its start
+        self.cap = len(index.turns) if limit is None else limit  # taken turns are distinct
         self.next = 0  # the first ranked turn not yet considered
         self.taken: list[IndexedTurn] = []
         self.days: dict[str, int] = {}
@@ -363,9 +387,12 @@ class _Packing:
     def fill(self, left: int) -> bool:
         """Take the next turns that fit ``left`` tokens; whether any was taken."""
         before = len(self.taken)
-        while self.next < len(self.ranked) and len(self.taken) < self.cap:
-            if left < _SMALLEST_LINE:
-                break
+        while len(self.taken) < self.cap and left >= _SMALLEST_LINE:
+            if self.next == len(self.ranked):
+                if self.rest is None:
+                    break
+                self.ranked, self.rest = self.rest(), None  # the start is the same: go on
+                continue
             t = self.index.turns[self.ranked[self.next][0]]
             self.next += 1
             cost = self.cost(t)
@@ -384,6 +411,7 @@ class _Packing:
                 del self.days[t.day]
             excess -= self.cost(t)
         self.next = len(self.ranked)  # what was dropped must not come back
+        self.rest = None
 
     def block(self, name: str, header: str, priority: int) -> Block:
         seqs = ",".join(str(t.seq) for t in self.taken)
@@ -394,6 +422,9 @@ _HEURISTIC = HeuristicCounter()
 
 
 _SMALLEST_LINE = 4  # "x: y" and its line break
+# With a turn limit, candidates ranked in full order at first, per turn shown (the
+# rest is ranked only if these run out; never fewer than the feedback search reads).
+_TOP_PER_TURN = 4
 _PAGE = 5000  # messages read from the store at a time
 
 
