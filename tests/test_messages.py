@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from hypothesis import given
 
@@ -118,3 +120,11 @@ def test_stamped_copy_equals_replace(msgs):
             assert getattr(fast, f.name) == getattr(slow, f.name), f.name
         assert fast == slow
         assert fast._token_cache == {}
+
+
+def test_default_ids_are_distinct_version_4_uuids():
+    ids = [Message.user("x").id for _ in range(20_000)]
+    assert len(set(ids)) == len(ids)
+    for i in ids[:2000]:
+        u = uuid.UUID(hex=i)
+        assert (u.version, u.variant, u.hex) == (4, uuid.RFC_4122, i)
