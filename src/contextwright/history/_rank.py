@@ -168,6 +168,7 @@ class TurnIndex:
         self.locale = locale
         self.turns: list[IndexedTurn] = []
         self.seqs: list[int] = []
+        self.positions: dict[int, int] = {}  # seq -> its index in ``turns`` (and ``seqs``)
         self.sessions: list[int] = []  # each turn's session, as ``turns[i].session``
         self.last_seq = 0
         self.speakers: dict[str, str] = {}
@@ -225,6 +226,7 @@ class TurnIndex:
             self.turns.append(IndexedTurn(
                 seq, m.role, speaker, m.created_at, text, self._session, day, month
             ))  # fmt: skip
+            self.positions[seq] = len(self.seqs)
             self.seqs.append(seq)
             self.sessions.append(self._session)
             self.word_df.update(set(_WORD.findall(text.lower())))
@@ -241,8 +243,8 @@ class TurnIndex:
         return len(self.seqs) if seq is None else bisect.bisect_left(self.seqs, seq)
 
     def position(self, seq: int) -> int | None:
-        i = bisect.bisect_left(self.seqs, seq)
-        return i if i < len(self.seqs) and self.seqs[i] == seq else None
+        """The index of turn ``seq`` in ``turns``, None if it is not a turn of the index."""
+        return self.positions.get(seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,30 +411,27 @@ class TurnRanker:
     def _lexical(self, index: TurnIndex, hits: Mapping[int, float], n: int) -> dict[int, float]:
         """Full-text scores by position, each also spread to its same-session neighbours."""
         w = self.weights
-        sessions = index.sessions  # nondecreasing: a step into another session ends a side
-        shares = [w.neighbour_decay**d for d in range(1, w.neighbours + 1)]
-        seqs = index.seqs
-        end = len(seqs)
+        sessions = index.sessions  # nondecreasing: a session is one run of positions
+        reach = max(0, w.neighbours)
+        share = [w.neighbour_decay ** abs(d) for d in range(-reach, reach + 1)]
+        where = index.positions.get  # `TurnIndex.position`
         out: dict[int, float] = {}
         get = out.get
         for seq, score in hits.items():
-            p = bisect.bisect_left(seqs, seq)  # `TurnIndex.position`, inlined
-            if p >= n or p == end or seqs[p] != seq or score <= 0:
+            p = where(seq)
+            if p is None or p >= n or score <= 0:
                 continue
-            out[p] = get(p, 0.0) + score
             session = sessions[p]
-            q = p
-            for share in shares:
-                q -= 1
-                if q < 0 or sessions[q] != session:
-                    break
-                out[q] = get(q, 0.0) + score * share
-            q = p
-            for share in shares:
-                q += 1
-                if q >= n or sessions[q] != session:
-                    break
-                out[q] = get(q, 0.0) + score * share
+            # the neighbours within reach that share p's session (and lie before n)
+            lo = p - reach if p > reach else 0
+            while sessions[lo] != session:
+                lo += 1
+            hi = p + reach if p + reach < n else n - 1
+            while sessions[hi] != session:
+                hi -= 1
+            base = reach - p  # share[q + base] is the share of position q
+            for q in range(lo, hi + 1):
+                out[q] = get(q, 0.0) + score * share[q + base]
         return out
 
     def _dense(self, index: TurnIndex, query_vector: Any, n: int) -> tuple[Any, Any]:
@@ -467,17 +466,23 @@ def _rrf_order(
     A competition rank depends only on what comes before, so the first ``top``
     are scored alone.
     """
-    order = sorted([(-s, -p) for p, s in scores.items()])
+    # Two sorts of plain numbers (positions, then their scores as the key) instead
+    # of one of (score, position) pairs: a fifth fewer instructions for the whole
+    # ranking (callgrind), no pair to build. The second sort is stable (reversed
+    # too), so equal scores keep the first's newest-first order.
+    order = sorted(scores, reverse=True)
+    order.sort(key=scores.__getitem__, reverse=True)
     if top is not None:
         del order[top:]
     out: list[tuple[int, float]] = []
     append = out.append
     prev: float | None = None
     fused = 0.0
-    for i, (neg, neg_p) in enumerate(order):
-        if neg != prev:  # a new score: its competition rank is i
-            prev, fused = neg, 1.0 / (k + i)
-        append((-neg_p, fused))
+    for i, p in enumerate(order):
+        s = scores[p]
+        if s != prev:  # a new score: its competition rank is i
+            prev, fused = s, 1.0 / (k + i)
+        append((p, fused))
     return out
 
 
