@@ -38,7 +38,13 @@ def conversations(draw: st.DrawFn, max_units: int = 12, broken: bool = False) ->
     n_units = draw(st.integers(0, max_units))
     call_no = 0
     for _ in range(n_units):
-        kind = draw(st.sampled_from(["user", "assistant", "tools", "orphan"] if broken else ["user", "assistant", "tools"]))
+        kind = draw(
+            st.sampled_from(
+                ["user", "assistant", "tools", "orphan"]
+                if broken
+                else ["user", "assistant", "tools"]
+            )
+        )
         if kind == "user":
             out.append(Message.user(draw(TEXT)))
         elif kind == "assistant":
@@ -48,7 +54,9 @@ def conversations(draw: st.DrawFn, max_units: int = 12, broken: bool = False) ->
             calls = []
             for _ in range(k):
                 call_no += 1
-                calls.append(ToolCallPart(f"call_{call_no}", "search", json.dumps({"q": draw(TEXT)})))
+                calls.append(
+                    ToolCallPart(f"call_{call_no}", "search", json.dumps({"q": draw(TEXT)}))
+                )
             text = draw(st.sampled_from(["", "Let me look that up."]))
             out.append(Message.assistant(text, tool_calls=calls))
             answered = calls if not broken or draw(st.booleans()) else calls[:-1]

@@ -44,7 +44,9 @@ def test_bad_budgets(kwargs):
 
 def test_seed_default_shares():
     w = Budget(1000).weights()
-    assert w == pytest.approx({"system": 0.2, "summary": 0.1, "retrieved": 0.1, "recent": 0.55, "input": 0.05})
+    assert w == pytest.approx(
+        {"system": 0.2, "summary": 0.1, "retrieved": 0.1, "recent": 0.55, "input": 0.05}
+    )
 
 
 def test_unused_share_flows_to_others():

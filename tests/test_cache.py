@@ -85,7 +85,12 @@ def test_protocol():
     assert isinstance(MemoryCache(), Cache)
 
 
-@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from("xyz"), st.sampled_from(["t1", "t2"])), max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abc"), st.sampled_from("xyz"), st.sampled_from(["t1", "t2"])),
+        max_size=30,
+    )
+)
 def test_invalidated_tags_never_come_back(ops):
     c = MemoryCache()
     for ns, key, tag in ops:

@@ -34,10 +34,22 @@ def long_conversation(n_units: int = 300) -> list[Message]:
     for i in range(n_units):
         msgs.append(Message.user(f"Question {i}: how many rows in table_{i}? 请说明原因。"))
         if i % 3 == 0:
-            calls = [ToolCallPart(f"call_{i}_{k}", "sql", json.dumps({"q": f"select count(*) from t{i}"})) for k in range(1 + i % 2)]
+            calls = [
+                ToolCallPart(
+                    f"call_{i}_{k}", "sql", json.dumps({"q": f"select count(*) from t{i}"})
+                )
+                for k in range(1 + i % 2)
+            ]
             msgs.append(Message.assistant("Checking.", tool_calls=calls))
             for c in calls:
-                msgs.append(Message.tool(c.id, json.dumps([{"row": r, "value": "x" * (r % 7)} for r in range(40 + i % 50)])))
+                msgs.append(
+                    Message.tool(
+                        c.id,
+                        json.dumps(
+                            [{"row": r, "value": "x" * (r % 7)} for r in range(40 + i % 50)]
+                        ),
+                    )
+                )
         msgs.append(Message.assistant(f"Table {i} has {i * 7} rows. 共有{i * 7}行。"))
     return msgs
 
@@ -64,7 +76,22 @@ def test_demo_json_is_within_budget_and_valid(capsys):
 def test_build_long_conversation_respects_budget_and_rules(tmp_path, capsys, fmt, budget):
     path = tmp_path / "conv.json"
     path.write_text(json.dumps(render_openai_chat(long_conversation())))
-    code, out, err = run(["build", str(path), "--budget", str(budget), "--model", "gpt-4", "--format", fmt, "--json", "--query", "What was the largest table?"], capsys)
+    code, out, err = run(
+        [
+            "build",
+            str(path),
+            "--budget",
+            str(budget),
+            "--model",
+            "gpt-4",
+            "--format",
+            fmt,
+            "--json",
+            "--query",
+            "What was the largest table?",
+        ],
+        capsys,
+    )
     assert code == 0, err
     payload = json.loads(out)
     request = payload["messages"]
@@ -94,7 +121,9 @@ def test_build_reads_jsonl_and_anthropic_shapes(tmp_path, capsys):
     assert "最后一个问题" in json.loads(out)["messages"][-2]["content"]
     anth = tmp_path / "anth.json"
     anth.write_text(json.dumps(render_anthropic(msgs)["messages"], ensure_ascii=False))
-    code, out, err = run(["build", str(anth), "--budget", "2000", "--format", "anthropic", "--json"], capsys)
+    code, out, err = run(
+        ["build", str(anth), "--budget", "2000", "--format", "anthropic", "--json"], capsys
+    )
     assert code == 0, err
     resp = tmp_path / "resp.json"
     resp.write_text(json.dumps(render_responses(msgs), ensure_ascii=False))
@@ -109,14 +138,26 @@ def test_build_reads_jsonl_and_anthropic_shapes(tmp_path, capsys):
         ("[1, 2", [], "invalid JSON"),
         ('{"role": "user"', [], "invalid JSON"),
         ("42", [], "must be an object"),
-        ("\"just a string\"", [], "must be an object"),
+        ('"just a string"', [], "must be an object"),
         ('{"messages": [], "oops": 1}', [], "unknown key"),
-        ('[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]', [], "last message must be a user message"),
+        (
+            '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]',
+            [],
+            "last message must be a user message",
+        ),
         ('[{"role": "wizard", "content": "hi"}]', [], "messages[0]"),
-        ('[{"role": "user", "content": "hi"}]', ["--budget", "0"], "--budget must be a positive integer"),
+        (
+            '[{"role": "user", "content": "hi"}]',
+            ["--budget", "0"],
+            "--budget must be a positive integer",
+        ),
         ('[{"role": "user", "content": "hi"}]', ["--budget", "5"], "protected zone"),
         ('[{"role": "user", "content": "hi"}]', ["--query", " "], "--query"),
-        ('[{"role": "user", "content": "hi"}]', ["--model", "nonexistent-model"], "--budget N is required"),
+        (
+            '[{"role": "user", "content": "hi"}]',
+            ["--model", "nonexistent-model"],
+            "--budget N is required",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, content, argv_extra, needle):

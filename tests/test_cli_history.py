@@ -21,7 +21,13 @@ def big_thread(n_messages: int) -> list[Message]:
         if i % 4 == 0:
             call = ToolCallPart(f"c{i}", "grep_logs", json.dumps({"service": i % 13}))
             out.append(Message.assistant("", tool_calls=[call]))
-            out.append(Message.tool(call.id, "\n".join(f"2026-11-2{i % 9} ERROR {k} timeout" for k in range(150)), tool_name="grep_logs"))
+            out.append(
+                Message.tool(
+                    call.id,
+                    "\n".join(f"2026-11-2{i % 9} ERROR {k} timeout" for k in range(150)),
+                    tool_name="grep_logs",
+                )
+            )
         out.append(Message.assistant(f"Service {i % 13} shows timeouts; restart it."))
         i += 1
     return out  # at least n_messages, ending on a whole exchange
@@ -44,7 +50,9 @@ def conv_file(tmp_path):
 def test_import_build_compact_inspect_10k(tmp_path, capsys, conv_file, monkeypatch):
     path, msgs = conv_file
     db = tmp_path / "store.db"
-    code, out, err = run(["import", str(path), "--conversation", "big", "--db", str(db), "--json"], capsys)
+    code, out, err = run(
+        ["import", str(path), "--conversation", "big", "--db", str(db), "--json"], capsys
+    )
     assert code == 0, err
     assert json.loads(out)["imported"] == len(msgs)
     store = SQLiteStore(db)
@@ -95,7 +103,9 @@ def test_inspect_human_output_and_errors(tmp_path, capsys):
     assert "no conversation 'missing'" in err
     code, _, err = run(["compact", "missing", "--db", str(db)], capsys)
     assert code == 2
-    code, _, err = run(["import", str(tmp_path / "nope.json"), "--conversation", "x", "--db", str(db)], capsys)
+    code, _, err = run(
+        ["import", str(tmp_path / "nope.json"), "--conversation", "x", "--db", str(db)], capsys
+    )
     assert code == 2
     assert "cannot read" in err
     assert len(err.strip().splitlines()) == 1

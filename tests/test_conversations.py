@@ -174,7 +174,10 @@ def test_preview_writes_nothing(convs):
     result = convs.compact_sync("c", tenant="t", user="u", preview=True)
     assert not result.applied
     assert result.tokens_after_compaction < result.tokens_before_compaction
-    assert (convs.store.summaries("c", tenant="t"), convs.store.compactions("c", tenant="t")) == before
+    assert (
+        convs.store.summaries("c", tenant="t"),
+        convs.store.compactions("c", tenant="t"),
+    ) == before
     applied = convs.compact_sync("c", tenant="t", user="u")
     assert applied.applied
     assert applied.summary_version == len(before[0]) + 1
@@ -394,14 +397,23 @@ def test_exact_counter_budget_holds_in_stateful_mode(tmp_path):
 def test_recall_brings_back_exact_old_turns(tmp_path):
     engine = ContextEngine(counter=H, budget=1500)
     convs = Conversations(engine, SQLiteStore(tmp_path / "r.db"))
-    early = [Message.user("My daughter Mia was born on 3 March 2019 in Lisbon."), Message.assistant("Congratulations!")]
+    early = [
+        Message.user("My daughter Mia was born on 3 March 2019 in Lisbon."),
+        Message.assistant("Congratulations!"),
+    ]
     filler = []
     for i in range(200):
-        filler += [Message.user(f"Tell me about topic {i} in detail please."), Message.assistant(f"Topic {i} is about things. " * 5)]
+        filler += [
+            Message.user(f"Tell me about topic {i} in detail please."),
+            Message.assistant(f"Topic {i} is about things. " * 5),
+        ]
     later = [Message.user("我今年35岁，在上海工作。"), Message.assistant("好的。")]
     more = []
     for i in range(200):
-        more += [Message.user(f"Another question {i}?"), Message.assistant(f"Another answer {i}. " * 5)]
+        more += [
+            Message.user(f"Another question {i}?"),
+            Message.assistant(f"Another answer {i}. " * 5),
+        ]
     convs.append_sync("c", early + filler + later + more, tenant="t", user="u")
     built = convs.build_sync("c", "When was Mia born?", tenant="t", user="u")
     text = "\n".join(m.text for m in built.messages)
@@ -439,7 +451,9 @@ def test_recall_index_follows_the_history_without_reading_the_store(tmp_path):
         assert reads == []  # the new turns came from the history
         assert f"question {i + 5} about zebra{i + 5}" in "\n".join(m.text for m in built.messages)
     index = convs._extra[0]._indexes[("t", "c")]
-    assert index.last_seq == store.get_conversation("c", tenant="t").last_seq - 1  # all but the newest
+    assert (
+        index.last_seq == store.get_conversation("c", tenant="t").last_seq - 1
+    )  # all but the newest
     assert [t.seq for t in index.turns] == sorted({t.seq for t in index.turns})
     convs.close()
 

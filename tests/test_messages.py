@@ -54,7 +54,9 @@ def test_validation_names_the_field(make, where):
 
 def test_from_dict_names_the_path():
     with pytest.raises(InvalidMessageError) as info:
-        Message.from_dict({"role": "assistant", "parts": [{"type": "tool_call", "name": "f"}]}, "messages[4]")
+        Message.from_dict(
+            {"role": "assistant", "parts": [{"type": "tool_call", "name": "f"}]}, "messages[4]"
+        )
     assert info.value.where == "messages[4].parts[0].id"
     with pytest.raises(InvalidMessageError) as info:
         Message.from_dict({"role": "user", "parts": [{"type": "video"}]}, "m")
@@ -78,7 +80,11 @@ def test_tool_call_unit_holds_all_results():
         Message.assistant("done"),
     ]
     units = group_units(msgs)
-    assert [(u.start, u.end, u.kind) for u in units] == [(0, 1, "message"), (1, 4, "tool_call"), (4, 5, "message")]
+    assert [(u.start, u.end, u.kind) for u in units] == [
+        (0, 1, "message"),
+        (1, 4, "tool_call"),
+        (4, 5, "message"),
+    ]
 
 
 def test_broken_units_are_flagged():

@@ -94,7 +94,14 @@ async def test_stats_reply_style_and_stage_history():
 
 
 async def test_assessment():
-    t = turn(assessment={"recommended": ["TTPS B", "QMAS"], "score": 75, "highlights": ["degree"], "concerns": ["income"]})
+    t = turn(
+        assessment={
+            "recommended": ["TTPS B", "QMAS"],
+            "score": 75,
+            "highlights": ["degree"],
+            "concerns": ["income"],
+        }
+    )
     block = await AssessmentSource().fetch(t, 500)
     assert "Recommended: TTPS B, QMAS" in block.content
     assert "Fit score: 75/100" in block.content
@@ -140,7 +147,13 @@ async def test_device_every_five_turns_and_local_time():
 async def test_agent_history_derived_from_tool_calls_last_five():
     history = []
     for i in range(7):
-        history.append(Message.assistant("", tool_calls=[ToolCallPart(f"c{i}", f"tool{i}", '{"q": 1}')], created_at=NOW - 600 + i * 60))
+        history.append(
+            Message.assistant(
+                "",
+                tool_calls=[ToolCallPart(f"c{i}", f"tool{i}", '{"q": 1}')],
+                created_at=NOW - 600 + i * 60,
+            )
+        )
         history.append(Message.tool(f"c{i}", "x" * 500, created_at=NOW - 600 + i * 60))
     block = await AgentHistorySource().fetch(turn("next", history), 500)
     lines = block.content.splitlines()
@@ -162,7 +175,12 @@ def test_triggers():
     assert predicate(lambda t: "valid" in t.query, "mentions validity")(t) == "mentions validity"
     assert any_of(keywords(["nope"]), stage("renewal"))(t) == "stage 'renewal'"
     assert all_of(keywords(["visa"]), stage("other"))(t) is None
-    for bad in (lambda: keywords([]), lambda: regex("("), lambda: stage(), lambda: every_n_turns(0)):
+    for bad in (
+        lambda: keywords([]),
+        lambda: regex("("),
+        lambda: stage(),
+        lambda: every_n_turns(0),
+    ):
         with pytest.raises(ConfigError):
             bad()
 

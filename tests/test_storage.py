@@ -512,10 +512,16 @@ def test_search_in_english_ranks_sensibly(store):
 
 
 def test_search_seqs_matches_search(store):
-    store.append("c", [Message.user(f"budget {i} for paris" if i % 3 else f"note {i}") for i in range(30)], tenant=T)
+    store.append(
+        "c",
+        [Message.user(f"budget {i} for paris" if i % 3 else f"note {i}") for i in range(30)],
+        tenant=T,
+    )
     for query, kw in (("budget paris", {}), ("note", {"before_seq": 20}), ("budget", {"limit": 4})):
         full = store.search("c", query, tenant=T, **kw)
-        assert store.search_seqs("c", query, tenant=T, **kw) == [(h.message.seq, h.score) for h in full]
+        assert store.search_seqs("c", query, tenant=T, **kw) == [
+            (h.message.seq, h.score) for h in full
+        ]
         assert full
     assert store.search_seqs("c", "budget", tenant="B") == []  # another tenant sees nothing
 
@@ -524,7 +530,9 @@ def test_optimize_search_index_keeps_every_result(store):
     store.optimize_search_index()  # an empty index is fine
     for k in range(5):  # several commits: several segments
         batch = [Message.user(f"budget {i} for paris 上海{i}") for i in range(k * 20, k * 20 + 20)]
-        store.append("c", [*batch, Message.tool("call_1", f"budget table {k}", tool_name="t")], tenant=T)
+        store.append(
+            "c", [*batch, Message.tool("call_1", f"budget table {k}", tool_name="t")], tenant=T
+        )
     queries = ("budget paris", "上海", "table", "paris")
     before = [store.search("c", q, tenant=T, limit=200, roles=("user", "tool")) for q in queries]
     store.optimize_search_index()
@@ -587,7 +595,8 @@ def test_fts_rowids_carry_the_conversation_and_m004_rebuilds_old_files(tmp_path)
         cid = s._conn.execute("SELECT cid FROM conversations WHERE id = 'c'").fetchone()[0]
         indexed = [m for m in saved if segment(index_text(m)).strip()]  # an image alone is not
         expected = {
-            "message_fts": [(1 << 32) | 1] + [(cid << 32) | m.seq for m in indexed if m.role != "tool"],
+            "message_fts": [(1 << 32) | 1]
+            + [(cid << 32) | m.seq for m in indexed if m.role != "tool"],
             "tool_result_fts": [(cid << 32) | m.seq for m in indexed if m.role == "tool"],
         }
         assert expected["tool_result_fts"]
@@ -601,7 +610,8 @@ def test_fts_rowids_carry_the_conversation_and_m004_rebuilds_old_files(tmp_path)
             body = segment(index_text(m))
             if body.strip():
                 s._conn.execute(
-                    "INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)", (pk, f"c{c}", body)
+                    "INSERT INTO message_fts (rowid, scope, body) VALUES (?, ?, ?)",
+                    (pk, f"c{c}", body),
                 )
         s._conn.execute("DELETE FROM _migrations WHERE name = 'm004_fts_by_conversation'")
     with SQLiteStore(db) as s:
@@ -612,7 +622,9 @@ def test_fts_rowids_carry_the_conversation_and_m004_rebuilds_old_files(tmp_path)
         assert [h.message.text for h in s.search("other", "temp", tenant=T)] == ["temp elsewhere"]
         both = s.search("c", "temp 天气", tenant=T, roles=("assistant", "tool"))
         assert {h.message.seq for h in both} == {saved[5].seq, saved[6].seq}
-        assert [h.message.seq for h in s.search("c", "天气", tenant=T, before_seq=saved[5].seq)] == []
+        assert [
+            h.message.seq for h in s.search("c", "天气", tenant=T, before_seq=saved[5].seq)
+        ] == []
 
 
 @pytest.mark.parametrize(

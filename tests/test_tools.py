@@ -242,7 +242,9 @@ def _reference_largest(value, path=()):
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=8) | st.dictionaries(st.text(max_size=3), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=8) | st.dictionaries(st.text(max_size=3), inner, max_size=5)
+    ),
     max_leaves=40,
 )
 

@@ -37,7 +37,12 @@ def test_window_is_whole_units_within_allowance(history, allowance):
 
 
 def test_cut_window_starts_with_user():
-    history = [Message.user("q1"), Message.assistant("a1 " * 50), Message.user("q2"), Message.assistant("a2")]
+    history = [
+        Message.user("q1"),
+        Message.assistant("a1 " * 50),
+        Message.user("q2"),
+        Message.assistant("a2"),
+    ]
     w = select_window(history, count_message(C, history[-1]) + count_message(C, history[-2]) + 5, C)
     assert w.messages[0].role == "user"
     w2 = select_window(history, count_message(C, history[-1]) + 1, C)

@@ -119,7 +119,9 @@ class Budget:
             )
         for name, share in self.shares.items():
             if name not in SECTIONS:
-                raise ConfigError(f"unknown section {name!r} in shares; sections: {', '.join(SECTIONS)}")
+                raise ConfigError(
+                    f"unknown section {name!r} in shares; sections: {', '.join(SECTIONS)}"
+                )
             if not isinstance(share, (int, float)) or share < 0:
                 raise ConfigError(f"share of {name!r} must be a number >= 0, got {share!r}")
         if sum(self.shares.values()) <= 0:
@@ -127,7 +129,11 @@ class Budget:
 
     @classmethod
     def for_model(
-        cls, model: str, *, reserve_output: int | None = None, shares: Mapping[Section, float] | None = None
+        cls,
+        model: str,
+        *,
+        reserve_output: int | None = None,
+        shares: Mapping[Section, float] | None = None,
     ) -> Budget:
         info = model_info(model)
         reserve = min(info.max_output, 4096) if reserve_output is None else reserve_output

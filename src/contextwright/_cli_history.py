@@ -33,10 +33,19 @@ BATCH = 1000
 
 def add_parsers(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", type=Path, default=None, help="SQLite file (default: $CONTEXTWRIGHT_DB or a per-user data file)")
+    common.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="SQLite file (default: $CONTEXTWRIGHT_DB or a per-user data file)",
+    )
     common.add_argument("--tenant", default="default")
     common.add_argument("--model", default=None, help="model name: picks the tokenizer")
-    common.add_argument("--preset", default="production", help="compaction preset: development, production, large_context")
+    common.add_argument(
+        "--preset",
+        default="production",
+        help="compaction preset: development, production, large_context",
+    )
     common.add_argument("--json", action="store_true")
     imp = sub.add_parser("import", parents=[common], help="append a conversation file to the store")
     imp.add_argument("file", type=Path)
@@ -45,7 +54,9 @@ def add_parsers(sub: Any) -> None:
     ins = sub.add_parser("inspect", parents=[common], help="show a stored conversation")
     ins.add_argument("conversation")
     ins.add_argument("--budget", type=int, default=8000)
-    ins.add_argument("--query", default=None, help="build for this message (default: the last user message)")
+    ins.add_argument(
+        "--query", default=None, help="build for this message (default: the last user message)"
+    )
     com = sub.add_parser("compact", parents=[common], help="compact a stored conversation")
     com.add_argument("conversation")
     com.add_argument("--preview", action="store_true", help="compute without writing")
@@ -119,12 +130,27 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
         store = convs.store
         info = store.get_conversation(args.conversation, tenant=args.tenant)
         if info is None:
-            raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r} in {args.db or default_db_path()}")
+            raise UserError(
+                f"no conversation {args.conversation!r} for tenant {args.tenant!r} in {args.db or default_db_path()}"
+            )
         query = args.query
         if query is None:
-            last_user = next((m for m in store.read(args.conversation, tenant=args.tenant, newest_first=True, limit=200) if m.role == "user"), None)
-            query = last_user.text if last_user is not None and last_user.text.strip() else "(inspect)"
-        built = convs.build_sync(args.conversation, query, tenant=args.tenant, user=info.user, store_message=False)
+            last_user = next(
+                (
+                    m
+                    for m in store.read(
+                        args.conversation, tenant=args.tenant, newest_first=True, limit=200
+                    )
+                    if m.role == "user"
+                ),
+                None,
+            )
+            query = (
+                last_user.text if last_user is not None and last_user.text.strip() else "(inspect)"
+            )
+        built = convs.build_sync(
+            args.conversation, query, tenant=args.tenant, user=info.user, store_message=False
+        )
         summaries = store.summaries(args.conversation, tenant=args.tenant)
         log = store.compactions(args.conversation, tenant=args.tenant)
         if args.json:
@@ -155,11 +181,26 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
         )
         if summaries:
             s = summaries[-1]
-            console.print(Panel(escape(s.content), title=f"summary v{s.version} · seq {s.from_seq}–{s.upto_seq} · {escape(s.method)} · {s.tokens} tokens", title_align="left"))
+            console.print(
+                Panel(
+                    escape(s.content),
+                    title=f"summary v{s.version} · seq {s.from_seq}–{s.upto_seq} · {escape(s.method)} · {s.tokens} tokens",
+                    title_align="left",
+                )
+            )
         else:
             console.print("no summary yet")
         table = Table(title="compaction log", title_justify="left")
-        for col in ("id", "urgency", "applied", "before", "after", "summary", "upto seq", "strategies"):
+        for col in (
+            "id",
+            "urgency",
+            "applied",
+            "before",
+            "after",
+            "summary",
+            "upto seq",
+            "strategies",
+        ):
             table.add_column(col)
         for e in log:
             table.add_row(str(e.id), e.urgency, str(e.applied), str(e.tokens_before), str(e.tokens_after),
@@ -176,7 +217,9 @@ def _compact(args: argparse.Namespace, out: Any) -> None:
         info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
         if info is None:
             raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
-        result: CompactionResult = convs.compact_sync(args.conversation, tenant=args.tenant, user=info.user, preview=args.preview)
+        result: CompactionResult = convs.compact_sync(
+            args.conversation, tenant=args.tenant, user=info.user, preview=args.preview
+        )
         payload = {
             "conversation": args.conversation, "preview": args.preview, "applied": result.applied,
             "strategies": list(result.strategies), "original_count": result.original_count,

@@ -64,7 +64,6 @@ T = TypeVar("T")
 _NO_OFFLOADS: tuple[Offload, ...] = ()
 
 
-
 class Conversations(_CompactionMixin):
     """Conversations persisted in ``store`` and built with ``engine``.
 
@@ -198,7 +197,12 @@ class Conversations(_CompactionMixin):
         for _, offloads in views:
             for key, _, original, ttl in offloads:
                 store.put_working(
-                    conversation, key, original, tenant=tenant, ttl=ttl, meta={"kind": "tool_result"}
+                    conversation,
+                    key,
+                    original,
+                    tenant=tenant,
+                    ttl=ttl,
+                    meta={"kind": "tool_result"},
                 )
         return stored
 

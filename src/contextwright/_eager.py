@@ -55,5 +55,3 @@ async def resume(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
             waiting = coro.send(None)
         except StopIteration as stop:
             return stop.value
-
-

@@ -79,8 +79,6 @@ class _Layout:
     warnings: list[str] = field(default_factory=list)
 
 
-
-
 class ContextEngine:
     """Builds the context for each model call. Configure once, `build` per message.
 

@@ -69,8 +69,7 @@ class MissingDependencyError(ContextwrightError, ImportError):
         self.package = package
         self.extra = extra
         super().__init__(
-            f"{purpose} needs the '{package}' package: "
-            f"pip install 'contextwright[{extra}]'"
+            f"{purpose} needs the '{package}' package: pip install 'contextwright[{extra}]'"
         )
 
 

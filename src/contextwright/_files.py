@@ -38,7 +38,9 @@ def _read(path: Path) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             if stripped[0] == "[":
-                raise InvalidMessageError(f"{path}:{exc.lineno}:{exc.colno}", f"invalid JSON: {exc.msg}") from None
+                raise InvalidMessageError(
+                    f"{path}:{exc.lineno}:{exc.colno}", f"invalid JSON: {exc.msg}"
+                ) from None
             # a JSONL file also starts with "{": try it line by line
     items = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -47,7 +49,9 @@ def _read(path: Path) -> Any:
         try:
             items.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise InvalidMessageError(f"{path}:{n}:{exc.colno}", f"invalid JSON: {exc.msg}") from None
+            raise InvalidMessageError(
+                f"{path}:{n}:{exc.colno}", f"invalid JSON: {exc.msg}"
+            ) from None
     return items
 
 
@@ -56,12 +60,14 @@ def load_conversation(path: Path) -> dict[str, Any]:
     if isinstance(data, list):
         data = {"messages": data}
     if not isinstance(data, Mapping):
-        raise InvalidMessageError(str(path), "must hold a list of messages or an object with 'messages'")
+        raise InvalidMessageError(
+            str(path), "must hold a list of messages or an object with 'messages'"
+        )
     unknown = sorted(set(data) - OBJECT_KEYS)
     if unknown:
-        raise InvalidMessageError(f"{path}: {unknown[0]}", f"unknown key; expected some of {sorted(OBJECT_KEYS)}")
+        raise InvalidMessageError(
+            f"{path}: {unknown[0]}", f"unknown key; expected some of {sorted(OBJECT_KEYS)}"
+        )
     if not isinstance(data.get("messages"), list):
         raise InvalidMessageError(f"{path}: messages", "must be a list")
     return dict(data)
-
-

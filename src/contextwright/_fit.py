@@ -102,10 +102,14 @@ def fit_blocks(
             if cut is not None:
                 text, cost = cut
                 decisions.append(
-                    Decision(c, "truncated", text, cost, f"cut from {c.tokens} to {cost} tokens to fit")
+                    Decision(
+                        c, "truncated", text, cost, f"cut from {c.tokens} to {cost} tokens to fit"
+                    )
                 )
                 left -= cost
                 continue
         why = "P2: dropped first when space is short" if p >= 2 else "no room left to truncate into"
-        decisions.append(Decision(c, "dropped", "", 0, f"needs {c.tokens}, {max(left, 0)} left; {why}"))
+        decisions.append(
+            Decision(c, "dropped", "", 0, f"needs {c.tokens}, {max(left, 0)} left; {why}")
+        )
     return decisions, allowance - left

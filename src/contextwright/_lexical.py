@@ -24,7 +24,49 @@ __all__ = ["lexical_score", "terms"]
 _WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "do", "did", "for", "from", "has", "have", "i", "in", "is", "it", "me", "my", "of", "on", "or", "so", "that", "the", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "you", "your"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "do",
+        "did",
+        "for",
+        "from",
+        "has",
+        "have",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "so",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
 )
 
 
@@ -53,7 +95,9 @@ def _document(text: str) -> tuple[dict[str, int], int]:
     return dict(doc), sum(doc.values())
 
 
-def lexical_score(query_terms: Iterable[str], text: str, *, k1: float = 1.2, b: float = 0.5) -> float:
+def lexical_score(
+    query_terms: Iterable[str], text: str, *, k1: float = 1.2, b: float = 0.5
+) -> float:
     """How well ``text`` matches the query terms (0 when none occurs)."""
     doc, length = _document(text)
     if not doc:

@@ -133,7 +133,8 @@ class ToolResultPart:
         for i, part in enumerate(self.content):
             if not isinstance(part, (TextPart, ImagePart)):
                 raise InvalidMessageError(
-                    f"{where}.content[{i}]", f"must be a text or image part, got {type(part).__name__}"
+                    f"{where}.content[{i}]",
+                    f"must be a text or image part, got {type(part).__name__}",
                 )
             part._check(f"{where}.content[{i}]")
 
@@ -208,15 +209,20 @@ class Message:
         for i, part in enumerate(self.parts):
             here = f"{prefix}parts[{i}]"
             if not isinstance(part, _PART_TYPES):
-                raise InvalidMessageError(here, f"must be a message part, got {type(part).__name__}")
+                raise InvalidMessageError(
+                    here, f"must be a message part, got {type(part).__name__}"
+                )
             if not isinstance(part, allowed):
                 names = ", ".join(t.__name__ for t in allowed)
                 raise InvalidMessageError(
-                    here, f"a {self.role} message cannot hold {type(part).__name__} (allowed: {names})"
+                    here,
+                    f"a {self.role} message cannot hold {type(part).__name__} (allowed: {names})",
                 )
             part._check(here)
         if self.role == "tool" and not self.parts:
-            raise InvalidMessageError(f"{prefix}parts", "a tool message needs at least one tool result")
+            raise InvalidMessageError(
+                f"{prefix}parts", "a tool message needs at least one tool result"
+            )
         _require_str(self.id, f"{prefix}id")
         if self.created_at is not None and not isinstance(self.created_at, (int, float)):
             raise InvalidMessageError(f"{prefix}created_at", "must be seconds since the epoch")
@@ -340,7 +346,9 @@ class Message:
         if isinstance(raw_parts, str):
             parts: tuple[Part, ...] = (TextPart(raw_parts),)
         elif isinstance(raw_parts, list):
-            parts = tuple(_part_from_dict(p, f"{prefix}parts[{i}]") for i, p in enumerate(raw_parts))
+            parts = tuple(
+                _part_from_dict(p, f"{prefix}parts[{i}]") for i, p in enumerate(raw_parts)
+            )
         else:
             raise InvalidMessageError(f"{prefix}parts", "must be a list of parts or a string")
         kwargs: dict[str, Any] = {}
@@ -390,7 +398,9 @@ def _part_from_dict(d: Any, where: str) -> Part:
         if kind == "tool_result":
             content = d.get("content", "")
             if isinstance(content, list):
-                inner = tuple(_part_from_dict(c, f"{where}.content[{i}]") for i, c in enumerate(content))
+                inner = tuple(
+                    _part_from_dict(c, f"{where}.content[{i}]") for i, c in enumerate(content)
+                )
                 for i, c in enumerate(inner):
                     if not isinstance(c, (TextPart, ImagePart)):
                         raise InvalidMessageError(f"{where}.content[{i}]", "must be text or image")

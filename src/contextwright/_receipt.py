@@ -175,4 +175,6 @@ class BuiltContext:
         if provider == "anthropic":
             kw.setdefault("cache_breakpoints", self.cache_breakpoints)
             return adapters.render_anthropic(self.messages, **kw)
-        raise ConfigError(f"unknown provider {provider!r}; expected 'openai', 'responses' or 'anthropic'")
+        raise ConfigError(
+            f"unknown provider {provider!r}; expected 'openai', 'responses' or 'anthropic'"
+        )

@@ -38,22 +38,31 @@ from .sources import ConversationState, default_sources
 
 __all__ = ["main"]
 
-def _engine(conf: Mapping[str, Any], counter: TokenCounter, budget: int | None, model: str | None) -> ContextEngine:
+
+def _engine(
+    conf: Mapping[str, Any], counter: TokenCounter, budget: int | None, model: str | None
+) -> ContextEngine:
     memory = InMemoryMemoryStore()
     scope = Scope(str(conf.get("tenant", "default")), str(conf.get("user", "anonymous")))
     for i, m in enumerate(conf.get("memories", [])):
         if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
             raise InvalidMessageError(f"memories[{i}]", "must be an object with a 'content' string")
-        memory.add(scope, Memory(m["content"], m.get("category", "fact"), int(m.get("importance", 50))))
+        memory.add(
+            scope, Memory(m["content"], m.get("category", "fact"), int(m.get("importance", 50)))
+        )
     knowledge = InMemoryKnowledgeStore()
     for i, k in enumerate(conf.get("knowledge", [])):
         if not isinstance(k, Mapping) or not isinstance(k.get("content"), str):
-            raise InvalidMessageError(f"knowledge[{i}]", "must be an object with a 'content' string")
+            raise InvalidMessageError(
+                f"knowledge[{i}]", "must be an object with a 'content' string"
+            )
         knowledge.add(k["content"], k.get("source", ""))
     experiences = InMemoryKnowledgeStore()
     for i, e in enumerate(conf.get("experiences", [])):
         if not isinstance(e, Mapping) or not isinstance(e.get("content"), str):
-            raise InvalidMessageError(f"experiences[{i}]", "must be an object with a 'content' string")
+            raise InvalidMessageError(
+                f"experiences[{i}]", "must be an object with a 'content' string"
+            )
         experiences.add(e["content"], e.get("source", ""), e.get("category", ""))
     sources = default_sources(
         memory=memory,
@@ -161,13 +170,17 @@ def _build(conf: Mapping[str, Any], args: argparse.Namespace) -> BuiltContext:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="contextwright", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="contextwright", description=__doc__.split("\n\n")[0] if __doc__ else None
+    )
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="build a context from the bundled sample conversation")
     demo.add_argument("--budget", type=int, default=2500, help="input tokens (default 2500)")
     demo.add_argument("--format", choices=["openai", "anthropic", "responses"], default="openai")
     demo.add_argument(
-        "--model", default="gpt-4o", help="model name: picks the tokenizer (default gpt-4o, exact o200k if installed)"
+        "--model",
+        default="gpt-4o",
+        help="model name: picks the tokenizer (default gpt-4o, exact o200k if installed)",
     )
     demo.add_argument("--json", action="store_true", help="print {messages, report} as JSON")
     demo.add_argument("--query", default=None, help="ask this instead of the sample's question")
@@ -176,7 +189,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--budget", type=int, default=None, help="input tokens")
     b.add_argument("--model", default=None)
     b.add_argument("--format", choices=["openai", "anthropic", "responses"], default="openai")
-    b.add_argument("--query", default=None, help="the new user message (default: the file's last user message)")
+    b.add_argument(
+        "--query", default=None, help="the new user message (default: the file's last user message)"
+    )
     b.add_argument("--json", action="store_true")
     _cli_history.add_parsers(sub)
     _eval.add_parsers(sub)
@@ -186,7 +201,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "budget", None) is not None and args.budget <= 0:
-        print(f"contextwright: error: --budget must be a positive integer, got {args.budget}", file=sys.stderr)
+        print(
+            f"contextwright: error: --budget must be a positive integer, got {args.budget}",
+            file=sys.stderr,
+        )
         return 2
     try:
         if args.command == "eval":
@@ -206,7 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except InvalidMessageError as exc:
         where = getattr(args, "file", None)
-        print(f"contextwright: error: {where}: {exc}" if where else f"contextwright: error: {exc}", file=sys.stderr)
+        print(
+            f"contextwright: error: {where}: {exc}" if where else f"contextwright: error: {exc}",
+            file=sys.stderr,
+        )
         return 2
     except (UserError, ContextwrightError) as exc:
         print(f"contextwright: error: {exc}", file=sys.stderr)

@@ -306,14 +306,16 @@ class RecallSource(SourceBase):
 
     async def _search(self, turn: Turn, words: str, before: int | None) -> list[tuple[int, float]]:
         """(seq, score) of the full-text hits; only the numbers when the store can give them."""
-        kw: dict[str, Any] = {"tenant": turn.tenant, "limit": self.search_limit, "before_seq": before}
+        kw: dict[str, Any] = {
+            "tenant": turn.tenant,
+            "limit": self.search_limit,
+            "before_seq": before,
+        }
         light = getattr(self.store, "search_seqs", None)
         if light is not None:
             # unfiltered by role: the turn index keeps only user and assistant
             # turns, and the ranker drops any other sequence number
-            found: list[tuple[int, float]] = await light(
-                turn.conversation, words, roles=None, **kw
-            )
+            found: list[tuple[int, float]] = await light(turn.conversation, words, roles=None, **kw)
             return found
         hits: list[SearchHit] = await self.store.search(turn.conversation, words, **kw)
         return [(h.message.seq, h.score) for h in hits if h.message.seq is not None]

@@ -123,9 +123,7 @@ class CollectedInfoSource(SourceBase):
         labels = dict(DEFAULT_LABELS_ZH) if turn.locale.startswith("zh") else {}
         labels.update(self.labels)
         lines = [t["info.header"]]
-        lines += [
-            t["info.item"].format(label=labels.get(k, k), value=v) for k, v in info.items()
-        ]
+        lines += [t["info.item"].format(label=labels.get(k, k), value=v) for k, v in info.items()]
         missing = [labels.get(k, k) for k in self.core_fields if info.get(k) in (None, "")]
         if self.core_fields:
             lines.append(
@@ -159,21 +157,30 @@ class ConversationStatsSource(SourceBase):
         lengths.append(len(turn.query))
         avg = round(sum(lengths) / len(lengths))
         style = (
-            t["style.terse"] if avg < 20 else t["style.short"] if avg < 50
-            else t["style.medium"] if avg < 150 else t["style.long"]
+            t["style.terse"]
+            if avg < 20
+            else t["style.short"]
+            if avg < 50
+            else t["style.medium"]
+            if avg < 150
+            else t["style.long"]
         )  # fmt: skip  (thresholds: seed 000 §4.3)
         started = state.started_at
         if started is None and turn.history and turn.history[0].created_at is not None:
             started = turn.history[0].created_at
         lines = [t["stats.header"], t["stats.turns"].format(turns=turns)]
         if started is not None:
-            lines.append(t["stats.duration"].format(minutes=max(0, round((turn.now - started) / 60))))
+            lines.append(
+                t["stats.duration"].format(minutes=max(0, round((turn.now - started) / 60)))
+            )
         if state.stage is not None:
             name = self.stage_names.get(state.stage, state.stage)
             lines.append(t["stats.stage"].format(stage=name, stage_turn=state.stage_turns + 1))
         if state.stage_history:
             hist = t["stats.history_sep"].join(
-                t["stats.history_item"].format(stage=self.stage_names.get(v.stage, v.stage), turns=v.turns)
+                t["stats.history_item"].format(
+                    stage=self.stage_names.get(v.stage, v.stage), turns=v.turns
+                )
                 for v in state.stage_history
             )
             lines.append(t["stats.history"].format(history=hist))
@@ -194,7 +201,9 @@ class AssessmentSource(SourceBase):
         t = _t(turn, self.templates)
         lines = [t["assessment.header"]]
         if a.recommended:
-            lines.append(t["assessment.recommended"].format(items=t["assessment.sep"].join(a.recommended)))
+            lines.append(
+                t["assessment.recommended"].format(items=t["assessment.sep"].join(a.recommended))
+            )
         if a.score is not None:
             lines.append(t["assessment.score"].format(score=a.score))
         if a.highlights:
@@ -235,14 +244,18 @@ class RelevantKnowledgeSource(SourceBase):
     async def fetch(self, turn: Turn, allowance: int) -> FetchResult:
         if self.store is None or not turn.query:
             return None
-        hits = [h for h in await self.store.search(turn.query, self.limit) if h.score >= self.min_score]
+        hits = [
+            h for h in await self.store.search(turn.query, self.limit) if h.score >= self.min_score
+        ]
         if not hits:
             return None
         t = _t(turn, self.templates)
         lines = [t["knowledge.header"]]
         for h in hits:
             lines.append("")
-            lines.append(t["knowledge.source"].format(source=h.passage.source or "-", score=h.score))
+            lines.append(
+                t["knowledge.source"].format(source=h.passage.source or "-", score=h.score)
+            )
             lines += _passage_lines(t, h.passage.content)
         sources = ",".join(h.passage.source for h in hits)
         return Block(self.name, "\n".join(lines), self.priority, provenance=f"knowledge:{sources}")
@@ -276,7 +289,9 @@ class SimilarExperiencesSource(SourceBase):
         t = _t(turn, self.templates)
         lines = [t["experience.header"]]
         lines += [
-            t["experience.item"].format(n=i, category=h.passage.category or "-", content=h.passage.content)
+            t["experience.item"].format(
+                n=i, category=h.passage.category or "-", content=h.passage.content
+            )
             for i, h in enumerate(hits, 1)
         ]
         return Block(self.name, "\n".join(lines), self.priority, provenance="experiences")
@@ -311,7 +326,9 @@ class DeviceContextSource(SourceBase):
             if value:
                 lines.append(t[key].format(value=value))
         if d.utc_offset_minutes is not None:
-            local = datetime.fromtimestamp(turn.now, timezone(timedelta(minutes=d.utc_offset_minutes)))
+            local = datetime.fromtimestamp(
+                turn.now, timezone(timedelta(minutes=d.utc_offset_minutes))
+            )
             lines.append(t["device.time"].format(value=local.strftime("%Y-%m-%d %a %H:%M")))
         if any(k in d.device_type.lower() for k in _MOBILE):
             lines.append(t["device.mobile_hint"])
@@ -378,7 +395,9 @@ class AgentHistorySource(SourceBase):
                 )
             )  # fmt: skip
             if c.output_summary:
-                lines.append(t["agents.result"].format(output=_clip(c.output_summary, self.output_chars)))
+                lines.append(
+                    t["agents.result"].format(output=_clip(c.output_summary, self.output_chars))
+                )
         lines.append(t["agents.footer"])
         return Block(self.name, "\n".join(lines), self.priority, provenance="agent_calls")
 

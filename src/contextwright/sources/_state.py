@@ -84,7 +84,9 @@ class ConversationState:
         }  # fmt: skip
         for key in data:
             if key not in known:
-                raise InvalidMessageError(f"{where}.{key}", f"unknown key; expected one of {sorted(known)}")
+                raise InvalidMessageError(
+                    f"{where}.{key}", f"unknown key; expected one of {sorted(known)}"
+                )
         try:
             info = data.get("collected_info", {})
             if not isinstance(info, Mapping):
@@ -107,7 +109,8 @@ class ConversationState:
                 AgentCall(**c) for c in _list(data.get("agent_calls", []), f"{where}.agent_calls")
             )
             history = tuple(
-                StageVisit(**s) for s in _list(data.get("stage_history", []), f"{where}.stage_history")
+                StageVisit(**s)
+                for s in _list(data.get("stage_history", []), f"{where}.stage_history")
             )
         except TypeError as exc:
             raise InvalidMessageError(where, f"malformed state: {exc}") from None

@@ -124,7 +124,7 @@ ZH: dict[str, str] = {
     "ago.hours": "{n}小时前",
     "tail.header": "动态上下文信息(系统自动注入,非用户输入):",
     "summary.header": "之前对话的摘要:",
-    "goal.text": "用户当前目标: \"{goal}\"\n状态: 进行中\n指引:\n1. 如果刚收到工具输出,先简要分析。\n2. 如果目标复杂,先给出简洁的计划。\n3. 优先回答用户的目标。",
+    "goal.text": '用户当前目标: "{goal}"\n状态: 进行中\n指引:\n1. 如果刚收到工具输出,先简要分析。\n2. 如果目标复杂,先给出简洁的计划。\n3. 优先回答用户的目标。',
 }
 
 TEMPLATES: dict[str, dict[str, str]] = {"en": EN, "zh": ZH}

@@ -71,7 +71,76 @@ _IN_CONV = "JOIN conversations c ON c.cid = m.cid WHERE c.tenant = ? AND c.id = 
 
 
 _STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "of", "on", "or", "our", "she", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "just",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "up",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
 )
 _WORD = re.compile(r"[A-Za-z]+")
 
@@ -388,7 +457,10 @@ class SQLiteStore(HistoryTables):
                 )
             if refs:
                 self._put_refs(
-                    conn, cid, now, [(out[i].seq or 0, call, key, ttl) for i, call, key, ttl in refs]
+                    conn,
+                    cid,
+                    now,
+                    [(out[i].seq or 0, call, key, ttl) for i, call, key, ttl in refs],
                 )
         return out
 

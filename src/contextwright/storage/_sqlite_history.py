@@ -244,7 +244,11 @@ class HistoryTables:
         return item
 
     def _put_refs(
-        self, conn: sqlite3.Connection, cid: int, now: float, refs: list[tuple[int, str, str, float]]
+        self,
+        conn: sqlite3.Connection,
+        cid: int,
+        now: float,
+        refs: list[tuple[int, str, str, float]],
     ) -> None:
         """Working-memory keys ``(seq, call_id, key, ttl)`` that read stored tool results.
 
