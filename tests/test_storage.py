@@ -906,6 +906,53 @@ def test_a_bulk_append_sizes_the_fts_hash_once(store):
     )
 
 
+def _wait_for_runs(ck, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while ck.runs < n and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert ck.runs >= n, f"the checkpointer ran {ck.runs} times, expected {n}"
+
+
+def test_a_reader_holding_a_snapshot_defers_the_log_restart_without_harm(tmp_path):
+    """A reader holding an old snapshot neither stalls the checkpointer nor loses its view.
+
+    The checkpointer's connection never waits (timeout 0): with the reader in the
+    way its RESTART comes back busy at once (a waiting one would hang here until
+    the reader left: checked by mutation), and it tries again at the next wake-up.
+    Once the reader is gone the log is copied back and written from its start again.
+    """
+    path = tmp_path / "ck.db"
+    s = SQLiteStore(path)
+    ck = s._checkpointer
+    assert ck is not None
+    every = ck.every
+
+    def batch(start: int) -> None:
+        for i in range(start, start + every):
+            s.append("c", [Message.user(f"message {i} " * 30)], tenant=T, user="u")
+
+    batch(0)
+    _wait_for_runs(ck, 1)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM messages").fetchone() == (every,)
+    batch(every)  # wakes the checkpointer: its RESTART finds the reader and gives up at once
+    _wait_for_runs(ck, 2)
+    # the reader's snapshot is intact, though the writer and checkpointer went on
+    assert reader.execute("SELECT count(*) FROM messages").fetchone() == (every,)
+    reader.execute("COMMIT")
+    reader.close()
+    batch(2 * every)  # the log still grows; this wake-up copies all of it back
+    _wait_for_runs(ck, 3)
+    peak = os.path.getsize(f"{path}-wal")
+    batch(3 * every)  # written from the start of the log again, so the file does not grow
+    _wait_for_runs(ck, 4)
+    assert os.path.getsize(f"{path}-wal") <= peak
+    assert s.count_messages("c", tenant=T) == 4 * every
+    assert [m.seq for m in s.read("c", tenant=T)] == list(range(1, 4 * every + 1))
+    s.close()
+
+
 def test_wal_checkpoints_run_on_their_own_thread(tmp_path):
     """Commits never checkpoint; a thread does, the log restarts, nothing is lost."""
     import os
