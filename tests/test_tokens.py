@@ -469,6 +469,7 @@ LISTED_TEXT = st.lists(st.tuples(SEPARATOR, LISTED_WORD), min_size=1, max_size=2
         "\nbureaucracy\nbureaucracy",
         "the council\xa0meets the\xa0bureaucracy",
         "(\tBUREAUCRACY\t(Councils",
+        "\nmiglior\u0301\nmiglior\u0301\nmiglior\u0301",  # glued to a combining accent
     ],
 )
 def test_heuristic_bounds_rare_words_without_a_space_before_them(text: str) -> None:

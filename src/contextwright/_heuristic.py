@@ -288,8 +288,10 @@ _RE_CAMEL = re.compile(r"[^A-Za-z\r\n]?[A-Z]*[a-z]+[A-Z][A-Za-z]*")
 _RE_CASE_PARTS = re.compile(r"[^A-Za-z]?(?:[A-Z]*[a-z]+|[A-Z]+[a-z]*)")
 # A word without a space before it: alone (after a newline), or after one other
 # character that BPE keeps with it (a tab, punctuation, a no-break space, a curly
-# quote, a dash...). Both encodings merge such words far less than " word".
-_RE_BARE = re.compile(r"[^ \r\nA-Za-z0-9]?([A-Za-z]+)")
+# quote, a dash...), maybe with non-ASCII letters or marks glued after it ("miglioŕ",
+# whose own bytes are priced apart). Both encodings merge such words far less than
+# " word".
+_RE_BARE = re.compile(r"[^ \r\nA-Za-z0-9]?([A-Za-z]+)([^\x00-\x7f]*)")
 # The most tokens a listed word (lower-case or Capitalised; ALL-CAPS) costs bare, by
 # length, in either encoding, after any of "", "\t", "(", ".", "“", "\xa0", "—" (that
 # character's own tokens apart), made non-decreasing; longer words add one per two
@@ -519,9 +521,9 @@ def _bare_words(unknown: list[str]) -> float:
             continue
         table = _BARE_UPPER if len(word) > 1 and word.isupper() else _BARE_LOWER
         worst = table[min(len(word), len(table) - 1)]
-        if piece[0].isascii():  # a listed shape: priced as a plain word
+        if piece[0].isascii() and not m.group(2):  # a listed shape: priced as a plain word
             given = weights["plain_words"] + weights["plain_word_chars"] * (len(piece) - 1)
-        else:  # after a non-ASCII character: priced as another word
+        else:  # after or before a non-ASCII character: priced as another word
             given = weights["other_words"]
         if worst > given:
             extra += n * (worst - given)
