@@ -59,6 +59,10 @@ piece:
   typos, rare words): 1.857 * sqrt(letter and punctuation runs) + 1.792 * sqrt(runs
   of capitals) + 0.132. A text made only of listed pieces and bounded costs gets no
   margin: "hello world" is 2.
+* **Bare words**: an unlisted word with no space before it (after a newline, a tab,
+  punctuation, a no-break space, a curly quote, a dash) is topped up to the most a
+  listed word of its length costs bare (`_bare_words`): such words merge far less
+  ("bureaucracy" is 5 tokens in cl100k_base, " bureaucracy" 1).
 
 The weights were fitted (2026-11-21, ``bench/bench_heuristic.py --fit``, scipy) by
 linear programming: minimise the estimates over the three corpora below (seed
@@ -294,8 +298,8 @@ _RE_CASE_PARTS = re.compile(r"[^A-Za-z]?(?:[A-Z]*[a-z]+|[A-Z]+[a-z]*)")
 _RE_BARE = re.compile(r"[^ \r\nA-Za-z0-9]?([A-Za-z]+)([^\x00-\x7f]*)")
 # The most tokens a listed word (lower-case or Capitalised; ALL-CAPS) costs bare, by
 # length, in either encoding, after any of "", "\t", "(", ".", "“", "\xa0", "—" (that
-# character's own tokens apart), made non-decreasing; longer words add one per two
-# letters. Measured on the word list's 36,879 words with tiktoken 0.14 (2026-11-21).
+# character's own tokens apart), made non-decreasing; longer words take the last
+# entry. Measured on the word list's 36,879 words with tiktoken 0.14 (2026-11-21).
 _BARE_LOWER = (0, 1, 2, 3, 3, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5)
 _BARE_UPPER = (0, 1, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7)
 
