@@ -145,6 +145,16 @@ PIECES = st.sampled_from(
 )  # fmt: skip
 
 
+def test_a_word_cut_for_length_is_not_rejoined_with_a_space():
+    # Found by the property test below in a CI run: "https://ex" | "ample.com/…" came
+    # back as "https://ex ample.com/…" in the next chunk, after its overlap.
+    text = "word word word emoji 👩\u200d💻 https://example.com/" + "y" * 120
+    chunks = chunk_document(text, source="doc", format="markdown", max_tokens=20, overlap_tokens=8)
+    assert any("https://example.com/" in c.content for c in chunks)
+    assert "".join(c.content for c in chunks).count(" ") <= text.count(" ") + len(chunks)
+    assert all(" ample" not in c.content and "y y" not in c.content for c in chunks)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(PIECES, min_size=1, max_size=120).map(" ".join),

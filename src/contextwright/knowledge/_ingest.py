@@ -145,8 +145,13 @@ def _units(paragraph: str, limit: int, counter: TokenCounter) -> list[tuple[str,
             if counter.count(sentence) <= limit
             else list(_pieces(sentence, limit, counter))
         )
-        for part in parts:
-            glue = "\n\n" if not out else ("" if re.match(f"[{_CJK_CHAR}]", part) else " ")
+        for k, part in enumerate(parts):
+            if not out:
+                glue = "\n\n"
+            elif k and not parts[k - 1][-1:].isspace():
+                glue = ""  # `_pieces` cut inside a word (no space to cut at): nothing between
+            else:
+                glue = "" if re.match(f"[{_CJK_CHAR}]", part) else " "
             out.append((glue, part.strip() if glue == " " else part))
     return out
 
