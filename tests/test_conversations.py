@@ -575,6 +575,184 @@ def test_import_rejects_bad_input_and_keeps_the_batches_before(convs):
     assert len(convs.store.read("imp", tenant="t")) == len(msgs)
 
 
+def _import_pair(tmp_path, msgs, batch_size, budget=3000, window_tokens=None):
+    """The same messages imported in batches (deferred counts) and in one batch (counted)."""
+    out = []
+    for name, bs in (("batches", batch_size), ("one", 10**6)):
+        engine = ContextEngine(system_prompt="You are helpful.", counter=H, budget=budget)
+        c = Conversations(engine, SQLiteStore(tmp_path / f"{name}.db"), window_tokens=window_tokens)
+        c.import_sync("imp", list(msgs), tenant="t", user="u", batch_size=bs)
+        c.wait_idle_sync()
+        out.append(c)
+    return out
+
+
+def _stored_counts(c: Conversations) -> dict[int, int | None]:
+    return {o.seq: o.tokens for o in c.store.read_outline("imp", tenant="t")}
+
+
+def test_bulk_import_counts_only_what_the_tail_can_hold(tmp_path):
+    msgs = thread(200)  # 480 messages, 40 tool results
+    deferred, counted = _import_pair(tmp_path, msgs, batch_size=50)
+    try:
+        got, want = _stored_counts(deferred), _stored_counts(counted)
+        assert len(got) == len(want) == len(msgs)  # nothing lost
+        uncounted = [seq for seq, n in got.items() if n is None]
+        assert uncounted, "a bulk import leaves the summarised part uncounted"
+        # the uncounted are the oldest, all of them covered by the summary
+        assert uncounted == list(range(1, len(uncounted) + 1))
+        summary = deferred.store.latest_summary("imp", tenant="t")
+        assert summary is not None
+        assert summary.upto_seq >= uncounted[-1]
+        # the counted ones have the counts a counted import stores, and they alone
+        # make the running total
+        assert {s: n for s, n in got.items() if n is not None} == {
+            s: want[s] for s, n in got.items() if n is not None
+        }
+        info = deferred.store.get_conversation("imp", tenant="t")
+        assert info is not None
+        assert info.token_total == sum(n for n in got.values() if n)
+        # same summary, same prompt, same live size as the counted import
+        other = counted.store.latest_summary("imp", tenant="t")
+        assert other is not None
+        assert (summary.upto_seq, summary.content) == (other.upto_seq, other.content)
+        a = deferred.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+        b = counted.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+        assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
+        ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
+        assert ta.unsummarized_tokens == tb.unsummarized_tokens
+        # the compaction log says what its figures leave out
+        entry = deferred.store.compactions("imp", tenant="t")[-1]
+        assert any("without a token count" in n for n in entry.detail["notes"])
+        # a new process loads the same tail
+        cold = Conversations(deferred.engine, deferred.store)
+        c = cold.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+        assert [(m.role, m.text) for m in c.messages] == [(m.role, m.text) for m in a.messages]
+    finally:
+        deferred.close()
+        counted.close()
+
+
+def test_bulk_import_writes_readback_keys_for_the_tail_it_counts(tmp_path):
+    msgs = thread(200)
+    deferred, counted = _import_pair(tmp_path, msgs, batch_size=40)
+    try:
+        last_tool = next(m for m in reversed(msgs) if m.role == "tool")
+        key = f"tool:{last_tool.tool_results[0].call_id}"
+        for c in (deferred, counted):
+            built = c.build_sync("imp", "what did the search return?", tenant="t", user="u")
+            assert any(key in m.text for m in built.messages if m.role == "tool")
+            page = c._run(c.read_back("imp", key, 1, tenant="t"))
+            assert page.startswith("[page 1 of"), page
+        # a tool result summarised away uncounted was never shown: no key for it;
+        # every counted one has its key, as in the counted import
+        counts = _stored_counts(deferred)
+        seqs = {m.id: m.seq for m in deferred.store.read("imp", tenant="t")}
+        tools = [m for m in msgs if m.role == "tool"]
+        assert any(counts[seqs[m.id]] is None for m in tools)
+        for m in tools:
+            key = f"tool:{m.tool_results[0].call_id}"
+            has = deferred.store.get_working("imp", key, tenant="t") is not None
+            assert has == (counts[seqs[m.id]] is not None), key
+            assert counted.store.get_working("imp", key, tenant="t") is not None
+    finally:
+        deferred.close()
+        counted.close()
+
+
+@pytest.mark.parametrize("window_tokens", [None, 300])
+def test_an_import_cut_short_is_counted_where_it_is_needed(tmp_path, window_tokens):
+    """A crash between the batches and the count of the newest (simulated by storing
+    uncounted): the next process counts its tail, stores the counts, summarises the
+    rest and builds what a counted import builds."""
+    msgs = thread(150)
+    _, counted = _import_pair(tmp_path, msgs, 10**6, window_tokens=window_tokens)
+    store = SQLiteStore(tmp_path / "cut.db")
+    store.append("imp", [m.replace() for m in msgs], tenant="t", user="u")  # no counts
+    assert store.get_conversation("imp", tenant="t").token_total == 0
+    engine = ContextEngine(system_prompt="You are helpful.", counter=H, budget=3000)
+    c = Conversations(engine, store, window_tokens=window_tokens)
+    try:
+        c.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+        c.wait_idle_sync()
+        got = _stored_counts(c)
+        tail = c._tails[("t", "imp")]
+        # the tail's messages were counted and stored; the total is their sum
+        assert all(got[m.seq] is not None for m in tail.messages)
+        info = store.get_conversation("imp", tenant="t")
+        assert info.token_total == sum(n for n in got.values() if n) > 0
+        # the summary covers what the counted import's covers
+        summary = store.latest_summary("imp", tenant="t")
+        other = counted.store.latest_summary("imp", tenant="t")
+        assert summary is not None
+        assert other is not None
+        assert (summary.upto_seq, summary.content) == (other.upto_seq, other.content)
+        a = c.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+        b = counted.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+        assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
+    finally:
+        c.close()
+        counted.close()
+
+
+def test_a_failing_import_still_counts_the_tail_of_what_it_stored(convs):
+    msgs = thread(60)
+    calls: list[int] = []
+
+    def progress(n: int) -> None:
+        calls.append(n)
+        if len(calls) == 3:
+            raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        convs.import_sync("imp", msgs, tenant="t", user="u", batch_size=20, progress=progress)
+    outline = convs.store.read_outline("imp", tenant="t")
+    assert len(outline) == 60
+    assert outline[-1].tokens is not None  # the newest were counted before the error left
+    tail = convs._tails.get(("t", "imp"))
+    if tail is not None:  # and the in-process tail agrees with the store
+        info = convs.store.get_conversation("imp", tenant="t")
+        assert tail.total_tokens == info.token_total
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    units=st.integers(5, 120),
+    batch=st.integers(1, 60),
+    budget=st.sampled_from([600, 1500, 4000]),
+    # a tail smaller than the window: only the seqs can tell what it left out
+    window_tokens=st.sampled_from([None, 300]),
+)
+def test_property_bulk_import_builds_what_a_counted_import_builds(
+    tmp_path_factory, units, batch, budget, window_tokens
+):
+    msgs = thread(units)
+    deferred, counted = _import_pair(
+        tmp_path_factory.mktemp("imp"), msgs, batch, budget, window_tokens
+    )
+    try:
+        got, want = _stored_counts(deferred), _stored_counts(counted)
+        assert sorted(got) == sorted(want) == list(range(1, len(msgs) + 1))
+        sa = deferred.store.latest_summary("imp", tenant="t")
+        sb = counted.store.latest_summary("imp", tenant="t")
+        assert (sa and (sa.upto_seq, sa.content)) == (sb and (sb.upto_seq, sb.content))
+        boundary = sa.upto_seq if sa else 0
+        # every message is counted or summarised (a compaction that keeps an
+        # uncounted one stores its count); counted ones agree with the reference
+        assert all(n is not None or seq <= boundary for seq, n in got.items())
+        assert all(n is None or n == want[seq] for seq, n in got.items())
+        info = deferred.store.get_conversation("imp", tenant="t")
+        assert info.token_total == sum(n for n in got.values() if n)
+        a = deferred.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+        b = counted.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+        assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
+    finally:
+        deferred.close()
+        counted.close()
+
+
 def test_import_messages_inside_an_event_loop(tmp_path):
     engine = ContextEngine(system_prompt="sys", counter=H, budget=3000)
     c = Conversations(engine, SQLiteStore(tmp_path / "a.db"))

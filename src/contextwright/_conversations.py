@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 import threading
@@ -148,15 +149,20 @@ class Conversations(_CompactionMixin):
         return message.replace(parts=tuple(parts), metadata=meta), offloads
 
     def _prepare(
-        self, messages: Sequence[Message] | Message
+        self, messages: Sequence[Message] | Message, count: bool = True
     ) -> tuple[list[Message], list[tuple[Message, Sequence[Offload]]], list[int]]:
-        """Validate, make the prompt views and count them: the pure half of an append."""
+        """Validate, make the prompt views and count them: the pure half of an append.
+
+        ``count=False`` only validates (views and counts come back empty).
+        """
         batch = [messages] if isinstance(messages, Message) else list(messages)
         for i, m in enumerate(batch):
             if not isinstance(m, Message):
                 raise InvalidMessageError(
                     f"messages[{i}]", f"must be a Message, got {type(m).__name__}"
                 )
+        if not count:
+            return batch, [], []
         views = [self._view(m) for m in batch]
         counter, ov = self.engine.counter, self.engine.overhead
         return batch, views, [count_message(counter, v, ov) for v, _ in views]
@@ -213,13 +219,17 @@ class Conversations(_CompactionMixin):
         stored: list[Message],
         views: list[tuple[Message, Sequence[Offload]]],
         tokens: list[int],
+        first: int = 0,
     ) -> None:
         """Add freshly stored messages to the tail, if nobody else wrote in between.
 
-        Only the newest messages that fit the tail's limit stay in it, so only
-        those get a prompt copy: a bulk batch of 1,000 used to copy and push all
-        1,000 and pop most of them again. The running totals count every message.
-        The result is what `_push`-ing them one by one would leave.
+        ``views`` and ``tokens`` belong to ``stored[first:]``; the messages before
+        ``first`` were stored uncounted by a bulk import (see `_settle`), which
+        counted enough of the newest ones to fill the tail. Only the newest
+        messages that fit the tail's limit stay in it, so only those get a prompt
+        copy: a bulk batch of 1,000 used to copy and push all 1,000 and pop most of
+        them again. The running totals count every counted message, as the store's
+        do. The result is what `_push`-ing them one by one would leave.
         """
         tail = self._tails.get((tenant, conversation))
         if tail is None or not stored or tail.last_seq != (stored[0].seq or 0) - 1:
@@ -227,31 +237,32 @@ class Conversations(_CompactionMixin):
         limit = 2 * self.window_tokens
         counter, ov = self.engine.counter, self.engine.overhead
         key = counter.name if ov is DEFAULT_OVERHEAD else f"{counter.name}|{ov!r}"
-        n = len(stored)
+        counted = stored[first:]
+        n = len(counted)
         start, acc = n - 1, tokens[-1]
         while start > 0 and acc + tokens[start - 1] <= limit:
             start -= 1
             acc += tokens[start]
         kept: list[Message] = []
         for j in range(start, n):
-            saved, view = stored[j], views[j][0]
+            saved, view = counted[j], views[j][0]
             # An unchanged message is its own view, and the store's copy of it (same
             # parts) is that view with seq and created_at: no copy needed.
             if view.parts is not saved.parts:
                 saved = view._stamped(saved.seq or 0, saved.created_at)
             saved._token_cache[key] = tokens[j]  # popping it later needs no recount
             kept.append(saved)
+        users = sum(1 for m in stored if m.role == "user")
         with tail.lock:
             last = tail.last_seq
-            for saved, cost in zip(stored, tokens, strict=True):
+            for saved, cost in zip(counted, tokens, strict=True):
                 seq = saved.seq or 0
                 if seq > last:
                     tail.total_tokens += cost
                     last = seq
-                if saved.role == "user":
-                    tail.user_turns += 1
-            tail.last_seq = last
-            if start > 0:  # the batch alone fills the tail: nothing older stays
+            tail.last_seq = max(last, stored[-1].seq or 0)
+            tail.user_turns += users
+            if start > 0 or first > 0:  # the batch alone fills the tail: nothing older stays
                 tail.messages.clear()
                 tail.tokens = 0
             while tail.messages and tail.tokens + acc > limit:
@@ -287,6 +298,99 @@ class Conversations(_CompactionMixin):
         self._grow_tail(conversation, tenant, stored, views, tokens)
         return stored
 
+    async def _write_uncounted(
+        self, conversation: str, messages: list[Message], tenant: str, user: str
+    ) -> list[Message]:
+        """Store a batch of a bulk import without counts or prompt views (see `_settle`)."""
+        batch, _, _ = self._prepare(messages, count=False)
+        return await self.db._run(
+            functools.partial(
+                self.store.append, conversation, batch, tenant=tenant, user=user,
+                tokens=None, counter="",
+            )
+        )  # fmt: skip
+
+    def _count_newest(
+        self, messages: Sequence[Message]
+    ) -> tuple[int, list[tuple[Message, Sequence[Offload]]], list[int]]:
+        """(first, views, counts) of ``messages[first:]``: the newest that fill the tail.
+
+        Counting goes newest first and stops at the first message that does not fit
+        (counted too: it took counting to know), so it reaches everything a window
+        or the tail can hold.
+        """
+        limit = 2 * self.window_tokens
+        counter, ov = self.engine.counter, self.engine.overhead
+        views: list[tuple[Message, Sequence[Offload]]] = []
+        tokens: list[int] = []
+        acc, first = 0, len(messages)
+        while first > 0 and acc <= limit:
+            first -= 1
+            view = self._view(messages[first])
+            cost = count_message(counter, view[0], ov)
+            views.append(view)
+            tokens.append(cost)
+            acc += cost
+        views.reverse()
+        tokens.reverse()
+        return first, views, tokens
+
+    def _store_counts(
+        self,
+        conversation: str,
+        tenant: str,
+        messages: Sequence[Message],
+        views: Sequence[tuple[Message, Sequence[Offload]]],
+        tokens: Sequence[int],
+    ) -> None:
+        """Store counts (and read-back keys) for stored messages that lacked them, on the calling thread."""
+        counts = {m.seq or 0: n for m, n in zip(messages, tokens, strict=True)}
+        refs = [
+            (m.seq or 0, call_id, key, ttl)
+            for m, (_, offloads) in zip(messages, views, strict=True)
+            for key, call_id, _, ttl in offloads
+        ]
+        store, name = self.store, self.engine.counter.name
+        if isinstance(store, SQLiteStore):
+            store.set_message_tokens_with_readback(
+                conversation, tenant=tenant, counts=counts, counter=name, readback=refs
+            )
+            return
+        store.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=name)
+        for _, offloads in views:
+            for key, _, original, ttl in offloads:
+                store.put_working(
+                    conversation, key, original, tenant=tenant, ttl=ttl,
+                    meta={"kind": "tool_result"},
+                )  # fmt: skip
+
+    async def _settle(self, conversation: str, tenant: str, stored: list[Message]) -> None:
+        """Count what a bulk import stored uncounted, as far as the tail reaches.
+
+        A long import is stored without counts or prompt views: almost all of it is
+        summarised away at once and never sent, and counting it was a third of the
+        import's time. The newest messages that fill the tail (twice the window)
+        are counted here, their counts and read-back keys stored in one more
+        transaction, and the tail grows with them. The others stay uncounted: they
+        are not in the conversation's ``token_total`` (nor in the ``covered_tokens``
+        of the summary that covers them), and a compaction that needs one counts it
+        then.
+        """
+        name = self.engine.counter.name
+        # a retry returns what an earlier run stored (and counted): not written again
+        counted = {id(m) for m in stored if name in m._token_cache}
+        first, views, tokens = self._count_newest(stored)
+        newest = stored[first:]
+        pending = [
+            (m, v, n) for m, v, n in zip(newest, views, tokens, strict=True) if id(m) not in counted
+        ]
+        if pending:
+            ms, vs, ns = zip(*pending, strict=True)
+            await self.db._run(
+                functools.partial(self._store_counts, conversation, tenant, ms, vs, ns)
+            )
+        self._grow_tail(conversation, tenant, stored, views, tokens, first)
+
     async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
         """After a bulk write: summarise what is outside the window now, in the
         background, so that the first build does not have to."""
@@ -313,6 +417,16 @@ class Conversations(_CompactionMixin):
         window is scheduled once, at the end, instead of after every batch while
         the next one is being written. A failure leaves the batches before it
         stored; importing the same messages (same ids) again skips those.
+
+        An import of more than one batch stores its messages without token counts
+        or tool-result views, then counts the newest ones that fill the tail (twice
+        the window) and stores those counts and read-back keys in one more
+        transaction (`_settle`). The rest is what the summary scheduled at the end
+        covers; it is never sent, and counting it was a third of the import. Those
+        messages stay uncounted in the store: they are not in ``token_total``, and
+        anything that needs their count later (a cold start that finds them in
+        its tail, a compaction that keeps them) counts them then. Nothing is lost:
+        they are stored, searchable and summarised like any other.
         ``optimize_index`` then merges the store's full-text index
         (`SQLiteStore.optimize_search_index`: the whole file's, so for large
         imports; the CLI's ``import`` does it).
@@ -323,10 +437,27 @@ class Conversations(_CompactionMixin):
             raise InvalidMessageError("messages", "must be an iterable of Message, got one Message")
         stored: list[Message] = []
         it = iter(messages)
-        while chunk := list(itertools.islice(it, batch_size)):
-            stored += await self._write(conversation, chunk, tenant, user)
-            if progress is not None:
-                progress(len(chunk))
+        chunk = list(itertools.islice(it, batch_size))
+        deferred = False
+        try:
+            while chunk:
+                after = list(itertools.islice(it, batch_size))
+                if after or deferred:
+                    # more than one batch: stored uncounted, the newest counted at the end
+                    deferred = True
+                    stored += await self._write_uncounted(conversation, chunk, tenant, user)
+                else:  # a single batch is counted and stored as `append` would
+                    stored += await self._write(conversation, chunk, tenant, user)
+                if progress is not None:
+                    progress(len(chunk))
+                chunk = after
+        except BaseException:
+            if deferred and stored:  # what was stored still gets its tail counted
+                with contextlib.suppress(Exception):
+                    await self._settle(conversation, tenant, stored)
+            raise
+        if deferred:
+            await self._settle(conversation, tenant, stored)
         optimize = getattr(self.store, "optimize_search_index", None)
         if stored and optimize_index and optimize is not None:
             await self.db._run(optimize)
@@ -371,11 +502,21 @@ class Conversations(_CompactionMixin):
                 covered = await self._covered_tokens(
                     conversation, tenant, tail.summary, info.token_total
                 )
-                self._absorb(tail, msgs)
+                # Messages stored with no count (a bulk import cut short before its
+                # newest were counted) are counted now, and those counts stored.
+                uncounted = [m for m in msgs if not m._token_cache]
+                absorbed = self._absorb(tail, msgs, uncounted)
+                added = 0
+                if absorbed:
+                    ms, vs, ns = zip(*absorbed, strict=True)
+                    await self.db._run(
+                        functools.partial(self._store_counts, conversation, tenant, ms, vs, ns)
+                    )
+                    added = sum(ns)
                 with tail.lock:
                     tail.user_turns += before
                     tail.last_seq = info.last_seq
-                    tail.total_tokens = info.token_total
+                    tail.total_tokens = info.token_total + added
                     tail.covered_tokens = covered
             self._tails[key] = tail
             return tail
@@ -406,11 +547,21 @@ class Conversations(_CompactionMixin):
         )
         return max(0, total - after)
 
-    def _absorb(self, tail: Tail, messages: Sequence[Message]) -> None:
+    def _absorb(
+        self, tail: Tail, messages: Sequence[Message], report: Sequence[Message] = ()
+    ) -> list[tuple[Message, tuple[Message, Sequence[Offload]], int]]:
+        """Push stored ``messages`` (their views) onto the tail; returns
+        ``(message, (view, offloads), cost)`` of those that are in ``report``."""
         counter, ov = self.engine.counter, self.engine.overhead
+        wanted = {id(m) for m in report}
+        out: list[tuple[Message, tuple[Message, Sequence[Offload]], int]] = []
         for m in messages:
-            view, _ = self._view(m)
-            self._push(tail, view, count_message(counter, view, ov))
+            made = self._view(m)
+            cost = count_message(counter, made[0], ov)
+            self._push(tail, made[0], cost)
+            if id(m) in wanted:
+                out.append((m, made, cost))
+        return out
 
     def _apply_summary(self, tail: Tail, summary: Summary) -> None:
         """Adopt a new summary: drop tail messages it covers."""
@@ -498,6 +649,7 @@ class Conversations(_CompactionMixin):
         acc = 0
         with tail.lock:  # newest first, until the window is full (no copy of the tail)
             summary = tail.summary
+            oldest = tail.messages[0].seq or 0 if tail.messages else tail.last_seq + 1
             for k, m in enumerate(reversed(tail.messages)):
                 acc += count_message(counter, m, ov)
                 if acc > window:
@@ -506,7 +658,10 @@ class Conversations(_CompactionMixin):
         summary_tokens = summary.tokens if summary else 0
         unsummarized = tail.unsummarized_tokens
         outside = max(0, unsummarized - window)
-        if unsummarized > tail.tokens:  # older unsummarised messages than the tail holds
+        # Older unsummarised messages than the tail holds: by tokens, or by seq (a
+        # bulk import leaves them uncounted, so the tokens cannot tell).
+        boundary = summary.upto_seq if summary else 0
+        if unsummarized > tail.tokens or oldest > boundary + 1:
             outside_msgs = max(outside_msgs, self.compaction.summary_message_threshold)
         return check(
             self.compaction, live_tokens=summary_tokens + unsummarized,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,10 @@ class _CompactionMixin:
         def _apply_summary(self, tail: Tail, summary: Summary) -> None: ...
         async def _tail(self, conversation: str, tenant: str) -> Tail: ...
         def _window_allowance(self, budget: Budget | int | None) -> int: ...
+        def _store_counts(
+            self, conversation: str, tenant: str, messages: Sequence[Message],
+            views: Sequence[tuple[Message, Sequence[Offload]]], tokens: Sequence[int],
+        ) -> None: ...  # fmt: skip
 
     def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
         """Summarise in the background, once per conversation at a time."""
@@ -87,7 +92,9 @@ class _CompactionMixin:
 
         The plan needs only the stored outlines (`Store.read_outline`: counts, roles,
         tool-call units). Messages are read in full only where they are used: any
-        without a stored count by this counter, what the summariser reads — the
+        whose count is needed and was not stored by this counter (a routine summary
+        needs counts only as far back as the window reaches; the rest of a bulk
+        import stays uncounted, out of the token figures), what the summariser reads — the
         newest turns for an `OutlineSummarizer` (the rules), everything covered for
         another one or for the memory flush — and, with ``prompt``, the kept ones
         (a background job drops its result: its ``compacted_messages`` hold only the
@@ -101,39 +108,60 @@ class _CompactionMixin:
         outline = await self.db.read_outline(conversation, tenant=tenant, after_seq=after)
         n = len(outline)
         full: dict[int, Message] = {}  # by index in outline
-        unknown = next((i for i, o in enumerate(outline) if self._stored_cost(o) is None), n)
-        await self._read_full(conversation, tenant, outline, full, unknown, n)
-        costs = self._costs(outline, full)
+        costs: list[int | None] = [self._stored_cost(o) for o in outline]
+        # views of the messages counted here that were stored with no count at all
+        fresh: dict[int, tuple[Message, Sequence[Offload]]] = {}
+        fill = functools.partial(
+            self._fill_costs, conversation, tenant, outline, full, costs, fresh
+        )
         summary_tokens = before_summary.tokens if before_summary else 0
-        if urgency is None:
-            urgency = check(
-                self.compaction, live_tokens=summary_tokens + sum(costs),
-                unsummarized_messages=len(outline), unsummarized_tokens=sum(costs),
-            )  # fmt: skip
         if routine:
-            # a routine summary covers what has left the window, keeping the recent N
-            window, acc, keep = self._window_allowance(None), 0, 0
-            for c in reversed(costs):
-                acc += c
+            # a routine summary covers what has left the window, keeping the recent N:
+            # only the messages the window can hold need a count (a bulk import
+            # stores the rest uncounted), counted here if they have none
+            window, acc, keep, i = self._window_allowance(None), 0, 0, n
+            while i > 0:
+                i -= 1
+                if costs[i] is None:
+                    await fill(max(0, i - 63), i + 1)
+                acc += costs[i] or 0
                 if acc > window:
                     break
                 keep += 1
             keep = max(keep, self.compaction.keep_recent_messages)
             cut = summary_boundary(outline, keep)
+            await fill(cut, n)  # what stays is shown: counted
+            await fill(0, cut, uncounted=False)  # counted by another counter: recounted
+        else:
+            await fill(0, n)
+        unknown = sum(1 for c in costs if c is None)  # uncounted and covered: not in the figures
+        known = [c or 0 for c in costs]
+        if urgency is None:
+            urgency = check(
+                self.compaction, live_tokens=summary_tokens + sum(known),
+                unsummarized_messages=len(outline), unsummarized_tokens=sum(known),
+            )  # fmt: skip
+        if routine:
             strategies: tuple[str, ...] = ("summarize_early_turns",) if cut else ()
             notes: tuple[str, ...] = (f"routine summary of {cut} message(s) outside the window",)
         else:
             # a tool message's size is the length of its text
             compressed = sum(
                 1
-                for o, c in zip(outline, costs, strict=True)
+                for o, c in zip(outline, known, strict=True)
                 if o.role == "tool" and c < o.size // 8
             )
             plan = plan_compaction(
-                self.compaction, outline, costs, summary_tokens=summary_tokens,
+                self.compaction, outline, known, summary_tokens=summary_tokens,
                 compressed_tool_results=compressed, urgency=urgency.urgency, force_summary=force,
             )  # fmt: skip
             cut, strategies, notes = plan.summarize_count, plan.strategies, plan.notes
+        if unknown:
+            notes = (
+                *notes,
+                f"{unknown} covered message(s) stored without a token count (bulk import) "
+                "are not in the token figures",
+            )
         flush = (
             cut > 0
             and self.memory_flush is not None
@@ -172,11 +200,24 @@ class _CompactionMixin:
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,
                 outline[cut - 1].seq, content, counter.count(content), method, self.clock(),
-                {"messages": draft.messages, "covered_tokens": covered_before + sum(costs[:cut])},
+                {"messages": draft.messages, "covered_tokens": covered_before + sum(known[:cut])},
             )  # fmt: skip
         kept_views = [self._view(full[i])[0] for i in range(cut, n)] if prompt else []
-        new_tokens = (new_summary.tokens if new_summary else summary_tokens) + sum(costs[cut:])
-        before_tokens = summary_tokens + sum(costs)
+        kept_fresh = sorted(i for i in fresh if i >= cut)
+        if kept_fresh and not preview:
+            # uncounted messages that stay outside the summary get their counts
+            # stored, so that the store's totals cover everything not summarised
+            counted = [costs[i] or 0 for i in kept_fresh]
+            await self.db._run(
+                functools.partial(
+                    self._store_counts, conversation, tenant, [full[i] for i in kept_fresh],
+                    [fresh[i] for i in kept_fresh], counted,
+                )
+            )  # fmt: skip
+            with tail.lock:
+                tail.total_tokens += sum(counted)
+        new_tokens = (new_summary.tokens if new_summary else summary_tokens) + sum(known[cut:])
+        before_tokens = summary_tokens + sum(known)
         version: int | None = None
         if new_summary is not None and not preview:
             entry = CompactionEntry(
@@ -207,16 +248,30 @@ class _CompactionMixin:
             return None
         return o.tokens if self.engine.overhead is DEFAULT_OVERHEAD else None
 
-    def _costs(self, outline: Sequence[MessageOutline], full: dict[int, Message]) -> list[int]:
-        """Prompt costs: the stored counts, else counted now (those messages are in ``full``)."""
+    async def _fill_costs(
+        self, conversation: str, tenant: str, outline: Sequence[MessageOutline],
+        full: dict[int, Message], costs: list[int | None],
+        fresh: dict[int, tuple[Message, Sequence[Offload]]], start: int, stop: int,
+        uncounted: bool = True,
+    ) -> None:  # fmt: skip
+        """Count the messages of ``outline[start:stop]`` whose ``costs`` are unknown.
+
+        ``uncounted=False`` leaves out those stored with no count at all (only
+        those counted by another counter are recounted). The views of those stored
+        with no count go into ``fresh``.
+        """
+        todo = [
+            i for i in range(start, stop) if costs[i] is None and (uncounted or outline[i].counter)
+        ]
+        if not todo:
+            return
+        await self._read_full(conversation, tenant, outline, full, todo[0], todo[-1] + 1)
         counter, ov = self.engine.counter, self.engine.overhead
-        costs = []
-        for i, o in enumerate(outline):
-            cost = self._stored_cost(o)
-            if cost is None:
-                cost = count_message(counter, self._view(full[i])[0], ov)
-            costs.append(cost)
-        return costs
+        for i in todo:
+            made = self._view(full[i])
+            costs[i] = count_message(counter, made[0], ov)
+            if not outline[i].counter:
+                fresh[i] = made
 
     async def _read_full(
         self, conversation: str, tenant: str, outline: Sequence[MessageOutline],

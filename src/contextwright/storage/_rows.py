@@ -86,16 +86,24 @@ def resolve(conn: sqlite3.Connection, tenant: str, conversation: str) -> tuple[i
     return row[0], row[1]
 
 
-def estimate(tokens: int | None, size: int) -> int:
+# An uncounted tool result may be shown compressed: a pointer and a few lines can
+# stand for megabytes, so its size says nothing about its prompt cost.
+TOOL_ESTIMATE_CAP = 32
+
+
+def estimate(tokens: int | None, size: int, role: str = "") -> int:
     """What `read_tail` charges a message that has no count by the caller's counter.
 
     Deliberately low — three quarters of another counter's count, else a token per
-    four characters — so that the tail errs towards returning more, which the
-    caller trims after recounting, rather than less, which would need another
-    read. Never zero, so the walk always ends.
+    four characters (at most `TOOL_ESTIMATE_CAP` for a tool result) — so that the
+    tail errs towards returning more, which the caller trims after recounting,
+    rather than less, which would need another read. Never zero, so the walk
+    always ends.
     """
     if tokens is not None:
         return max(1, tokens * 3 // 4)
+    if role == "tool":
+        return min(size // 4 + 1, TOOL_ESTIMATE_CAP)
     return size // 4 + 1
 
 

@@ -480,14 +480,14 @@ class SQLiteStore(HistoryTables):
             spent, page, done = 0, 32, False
             while not done:
                 chunk = conn.execute(
-                    "SELECT seq, tokens, counter, size FROM messages WHERE cid = ? AND seq > ? "
+                    "SELECT seq, tokens, counter, size, role FROM messages WHERE cid = ? AND seq > ? "
                     "AND seq < ? ORDER BY seq DESC LIMIT ?",
                     (cid, after, first, page),
                 ).fetchall()
                 done = len(chunk) < page
-                for seq, tokens, made_by, size in chunk:
+                for seq, tokens, made_by, size, role in chunk:
                     known = tokens is not None and made_by == counter
-                    cost = tokens if known else _rows.estimate(tokens, size)
+                    cost = tokens if known else _rows.estimate(tokens, size, role)
                     if spent + cost > budget:
                         done = True
                         break
@@ -565,8 +565,38 @@ class SQLiteStore(HistoryTables):
         The conversation's running ``token_total`` moves by the difference, in the
         same transaction. A seq that is not stored raises and nothing is written.
         """
+        self.set_message_tokens_with_readback(
+            conversation, tenant=tenant, counts=counts, counter=counter
+        )
+
+    def set_message_tokens_with_readback(
+        self,
+        conversation: str,
+        *,
+        tenant: str,
+        counts: Mapping[int, int],
+        counter: str,
+        readback: Sequence[tuple[int, str, str, float]] = (),
+    ) -> None:
+        """`set_message_tokens`, and in the same transaction working-memory keys for tool results.
+
+        ``readback`` holds ``(seq, call_id, key, ttl)`` of messages in ``counts``, as
+        `append_with_readback` writes them. `Conversations` uses it when it counts
+        messages that a bulk import stored uncounted.
+        """
         if not isinstance(counter, str):
             raise ConfigError(f"counter must be a string, got {counter!r}")
+        refs = []
+        for j, ref in enumerate(readback):
+            if not isinstance(ref, tuple) or len(ref) != 4 or ref[0] not in counts:
+                raise InvalidMessageError(
+                    f"readback[{j}]", "must be a tuple (seq, call_id, key, ttl) of a counted seq"
+                )
+            seq, call_id, key, ttl = ref
+            _rows.name(key, "key")
+            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+                raise ConfigError(f"ttl must be a positive number of seconds, got {ttl!r}")
+            refs.append((seq, call_id, key, float(ttl)))
         updates = [
             (
                 _rows.count(n, f"counts[{seq}]"),
@@ -597,6 +627,8 @@ class SQLiteStore(HistoryTables):
             conn.execute(
                 "UPDATE conversations SET token_total = token_total + ? WHERE cid = ?", (delta, cid)
             )
+            if refs:
+                self._put_refs(conn, cid, self.clock(), refs)
 
     # -- search -----------------------------------------------------------------------
 
