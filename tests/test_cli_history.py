@@ -86,6 +86,12 @@ def test_import_build_compact_inspect_10k(tmp_path, capsys, conv_file, monkeypat
     store = SQLiteStore(db)
     stored = store.read("big", tenant="default")
     assert [m.text for m in stored] == [m.text for m in msgs]  # nothing lost, verbatim
+    # the import left what it summarised at once uncounted, and inspect says so
+    outline = store.read_outline("big", tenant="default")
+    uncounted = [o.seq for o in outline if o.tokens is None]
+    assert info["conversation"]["uncounted_messages"] == len(uncounted) > 0
+    assert max(uncounted) <= info["summary"]["upto_seq"]
+    assert info["conversation"]["tokens"] == sum(o.tokens or 0 for o in outline)
     store.close()
 
 

@@ -153,10 +153,14 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
         )
         summaries = store.summaries(args.conversation, tenant=args.tenant)
         log = store.compactions(args.conversation, tenant=args.tenant)
+        # a bulk import leaves what it summarised at once uncounted (not in the total)
+        outline = store.read_outline(args.conversation, tenant=args.tenant)
+        uncounted = sum(1 for o in outline if o.tokens is None)
         if args.json:
             payload = {
                 "conversation": {"id": info.id, "tenant": info.tenant, "user": info.user, "messages": info.message_count,
-                                 "last_seq": info.last_seq, "tokens": info.token_total},
+                                 "last_seq": info.last_seq, "tokens": info.token_total,
+                                 "uncounted_messages": uncounted},
                 "summary": None if not summaries else {"version": summaries[-1].version, "from_seq": summaries[-1].from_seq,
                                                        "upto_seq": summaries[-1].upto_seq, "method": summaries[-1].method,
                                                        "tokens": summaries[-1].tokens, "content": summaries[-1].content},
@@ -164,7 +168,8 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
                 "compactions": [{"id": e.id, "at": e.at, "urgency": e.urgency, "applied": e.applied,
                                  "tokens_before": e.tokens_before, "tokens_after": e.tokens_after,
                                  "summary_version": e.summary_version, "upto_seq": e.upto_seq,
-                                 "strategies": list(e.strategies)} for e in log],
+                                 "strategies": list(e.strategies),
+                                 "notes": list(e.detail.get("notes", []))} for e in log],
                 "report": built.report.to_dict(),
             }  # fmt: skip
             out.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
@@ -177,8 +182,13 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
         console = Console(file=out, width=120)
         console.print(
             f"conversation [bold]{escape(info.id)}[/] · tenant {escape(info.tenant)} · user {escape(info.user)} · "
-            f"{info.message_count} messages · {info.token_total} tokens stored · last seq {info.last_seq}"
+            f"{info.message_count} messages · {info.token_total} tokens counted · last seq {info.last_seq}"
         )
+        if uncounted:
+            console.print(
+                f"{uncounted} message(s) stored uncounted by a bulk import (summarised at once); "
+                "the token figures leave them out"
+            )
         if summaries:
             s = summaries[-1]
             console.print(
