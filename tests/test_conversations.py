@@ -745,6 +745,9 @@ def test_property_bulk_import_builds_what_a_counted_import_builds(
         assert all(n is None or n == want[seq] for seq, n in got.items())
         info = deferred.store.get_conversation("imp", tenant="t")
         assert info.token_total == sum(n for n in got.values() if n)
+        # what is not summarised weighs the same (the compaction check's input)
+        ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
+        assert ta.unsummarized_tokens == tb.unsummarized_tokens
         a = deferred.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
         b = counted.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
         assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]

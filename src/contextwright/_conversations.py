@@ -368,8 +368,8 @@ class Conversations(_CompactionMixin):
         """Count what a bulk import stored uncounted, as far as the tail reaches.
 
         A long import is stored without counts or prompt views: almost all of it is
-        summarised away at once and never sent, and counting it was a third of the
-        import's time. The newest messages that fill the tail (twice the window)
+        summarised away at once and never sent, and counting and viewing it was
+        about half of the import's time. The newest messages that fill the tail (twice the window)
         are counted here, their counts and read-back keys stored in one more
         transaction, and the tail grows with them. The others stay uncounted: they
         are not in the conversation's ``token_total`` (nor in the ``covered_tokens``
@@ -422,7 +422,8 @@ class Conversations(_CompactionMixin):
         or tool-result views, then counts the newest ones that fill the tail (twice
         the window) and stores those counts and read-back keys in one more
         transaction (`_settle`). The rest is what the summary scheduled at the end
-        covers; it is never sent, and counting it was a third of the import. Those
+        covers; it is never sent, and counting and viewing it was about half the
+        import's time. Those
         messages stay uncounted in the store: they are not in ``token_total``, and
         anything that needs their count later (a cold start that finds them in
         its tail, a compaction that keeps them) counts them then. Nothing is lost:

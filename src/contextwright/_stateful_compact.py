@@ -134,7 +134,10 @@ class _CompactionMixin:
             await fill(0, cut, uncounted=False)  # counted by another counter: recounted
         else:
             await fill(0, n)
-        unknown = sum(1 for c in costs if c is None)  # uncounted and covered: not in the figures
+        # Uncounted and covered: not in the figures. Covered ones counted here (in
+        # ``fresh``) stay out of ``covered_tokens`` too, as they are out of the
+        # store's total (their counts are not stored).
+        unknown = sum(1 for c in costs if c is None)
         known = [c or 0 for c in costs]
         if urgency is None:
             urgency = check(
@@ -200,7 +203,7 @@ class _CompactionMixin:
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,
                 outline[cut - 1].seq, content, counter.count(content), method, self.clock(),
-                {"messages": draft.messages, "covered_tokens": covered_before + sum(known[:cut])},
+                {"messages": draft.messages, "covered_tokens": covered_before + sum(c for i, c in enumerate(known[:cut]) if i not in fresh)},
             )  # fmt: skip
         kept_views = [self._view(full[i])[0] for i in range(cut, n)] if prompt else []
         kept_fresh = sorted(i for i in fresh if i >= cut)
