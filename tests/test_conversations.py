@@ -591,6 +591,16 @@ def _stored_counts(c: Conversations) -> dict[int, int | None]:
     return {o.seq: o.tokens for o in c.store.read_outline("imp", tenant="t")}
 
 
+def _assert_same_summary_and_prompt(a: Conversations, b: Conversations) -> None:
+    """``a`` and ``b`` hold conversation "imp" under the same summary and build the same prompt."""
+    sa = a.store.latest_summary("imp", tenant="t")
+    sb = b.store.latest_summary("imp", tenant="t")
+    assert (sa and (sa.upto_seq, sa.content)) == (sb and (sb.upto_seq, sb.content))
+    pa = a.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+    pb = b.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+    assert [(m.role, m.text) for m in pa.messages] == [(m.role, m.text) for m in pb.messages]
+
+
 def test_bulk_import_counts_only_what_the_tail_can_hold(tmp_path):
     msgs = thread(200)  # 480 messages, 40 tool results
     deferred, counted = _import_pair(tmp_path, msgs, batch_size=50)
@@ -613,21 +623,14 @@ def test_bulk_import_counts_only_what_the_tail_can_hold(tmp_path):
         assert info is not None
         assert info.token_total == sum(n for n in got.values() if n)
         # same summary, same prompt, same live size as the counted import
-        other = counted.store.latest_summary("imp", tenant="t")
-        assert other is not None
-        assert (summary.upto_seq, summary.content) == (other.upto_seq, other.content)
-        a = deferred.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
-        b = counted.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
-        assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
+        _assert_same_summary_and_prompt(deferred, counted)
         ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
         assert ta.unsummarized_tokens == tb.unsummarized_tokens
         # the compaction log says what its figures leave out
         entry = deferred.store.compactions("imp", tenant="t")[-1]
         assert any("without a token count" in n for n in entry.detail["notes"])
         # a new process loads the same tail
-        cold = Conversations(deferred.engine, deferred.store)
-        c = cold.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
-        assert [(m.role, m.text) for m in c.messages] == [(m.role, m.text) for m in a.messages]
+        _assert_same_summary_and_prompt(Conversations(deferred.engine, deferred.store), counted)
     finally:
         deferred.close()
         counted.close()
@@ -681,15 +684,9 @@ def test_an_import_cut_short_is_counted_where_it_is_needed(tmp_path, window_toke
         assert all(got[m.seq] is not None for m in tail.messages)
         info = store.get_conversation("imp", tenant="t")
         assert info.token_total == sum(n for n in got.values() if n) > 0
-        # the summary covers what the counted import's covers
-        summary = store.latest_summary("imp", tenant="t")
-        other = counted.store.latest_summary("imp", tenant="t")
-        assert summary is not None
-        assert other is not None
-        assert (summary.upto_seq, summary.content) == (other.upto_seq, other.content)
-        a = c.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
-        b = counted.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
-        assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
+        # the summary covers what the counted import's covers, and the prompt is its
+        assert store.latest_summary("imp", tenant="t") is not None
+        _assert_same_summary_and_prompt(c, counted)
     finally:
         c.close()
         counted.close()
@@ -736,8 +733,6 @@ def test_property_bulk_import_builds_what_a_counted_import_builds(
         got, want = _stored_counts(deferred), _stored_counts(counted)
         assert sorted(got) == sorted(want) == list(range(1, len(msgs) + 1))
         sa = deferred.store.latest_summary("imp", tenant="t")
-        sb = counted.store.latest_summary("imp", tenant="t")
-        assert (sa and (sa.upto_seq, sa.content)) == (sb and (sb.upto_seq, sb.content))
         boundary = sa.upto_seq if sa else 0
         # every message is counted or summarised (a compaction that keeps an
         # uncounted one stores its count); counted ones agree with the reference
@@ -748,9 +743,7 @@ def test_property_bulk_import_builds_what_a_counted_import_builds(
         # what is not summarised weighs the same (the compaction check's input)
         ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
         assert ta.unsummarized_tokens == tb.unsummarized_tokens
-        a = deferred.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
-        b = counted.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
-        assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
+        _assert_same_summary_and_prompt(deferred, counted)
     finally:
         deferred.close()
         counted.close()

@@ -200,17 +200,20 @@ class Conversations(_CompactionMixin):
         stored = store.append(
             conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
         )
+        self._put_originals(conversation, tenant, views)
+        return stored
+
+    def _put_originals(
+        self, conversation: str, tenant: str, views: Sequence[tuple[Message, Sequence[Offload]]]
+    ) -> None:
+        """Offloaded tool results as working-memory copies: for a `Store` that cannot
+        keep read-back keys to its stored messages (an `SQLiteStore` can)."""
         for _, offloads in views:
             for key, _, original, ttl in offloads:
-                store.put_working(
-                    conversation,
-                    key,
-                    original,
-                    tenant=tenant,
-                    ttl=ttl,
+                self.store.put_working(
+                    conversation, key, original, tenant=tenant, ttl=ttl,
                     meta={"kind": "tool_result"},
-                )
-        return stored
+                )  # fmt: skip
 
     def _grow_tail(
         self,
@@ -357,12 +360,7 @@ class Conversations(_CompactionMixin):
             )
             return
         store.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=name)
-        for _, offloads in views:
-            for key, _, original, ttl in offloads:
-                store.put_working(
-                    conversation, key, original, tenant=tenant, ttl=ttl,
-                    meta={"kind": "tool_result"},
-                )  # fmt: skip
+        self._put_originals(conversation, tenant, views)
 
     async def _settle(self, conversation: str, tenant: str, stored: list[Message]) -> None:
         """Count what a bulk import stored uncounted, as far as the tail reaches.
