@@ -44,7 +44,7 @@ from contextwright.storage import SQLiteStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 TENANT, USER = "bench", "bench"
-SETTINGS = ((32, 100), (16, 100), (32, 50), (16, 50), (64, 200))  # (search_limit, match_budget)
+SETTINGS = ((32, 200), (32, 100), (32, 300), (32, None), (16, 200))  # (search_limit, match_budget)
 
 
 def run_setting(

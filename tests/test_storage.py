@@ -600,6 +600,8 @@ def test_fts_rowids_carry_the_conversation_and_m004_rebuilds_old_files(tmp_path)
             "tool_result_fts": [(cid << 32) | m.seq for m in indexed if m.role == "tool"],
         }
         assert expected["tool_result_fts"]
+        assert _fts_rows(s) == {"message_fts": [], "tool_result_fts": []}  # indexed when searched
+        assert s.search("c", "nothing", tenant=T) == s.search("other", "x", tenant=T) == []
         assert _fts_rows(s) == expected
         # rewrite the file as it was before m004: one index, rowid = pk, a scope token
         s._conn.execute("DROP TABLE message_fts")
@@ -890,20 +892,172 @@ def test_property_segment_skips_only_text_without_cjk(text):
     assert segment(text) == _CJK_RUN.sub(_split_run, text)
 
 
-def test_a_bulk_append_sizes_the_fts_hash_once(store):
+def _expected_fts_rows(s: SQLiteStore) -> dict[str, list[int]]:
+    """The index rows every stored message of the file should have: one each, none twice."""
+    from contextwright.storage._fts import fts_entries, index_text
+
+    out: dict[str, list[int]] = {"message_fts": [], "tool_result_fts": []}
+    for (cid,) in s._conn.execute("SELECT cid FROM conversations").fetchall():
+        conv, tenant = s._conn.execute(
+            "SELECT id, tenant FROM conversations WHERE cid = ?", (cid,)
+        ).fetchone()
+        msgs = s.read(conv, tenant=tenant)
+        entries = fts_entries((cid, m.seq or 0, m.role, segment(index_text(m))) for m in msgs)
+        for table, rows in entries.items():
+            out[table] += [r for r, _ in rows]
+    return {t: sorted(v) for t, v in out.items()}
+
+
+def _twice_indexed(s: SQLiteStore) -> int:
+    """How many more rows the indexes count than they hold: rows indexed twice.
+
+    A query cannot tell (FTS5 reads one entry per rowid), but the row count that
+    BM25 takes its N from, the first varint of the ``averages`` record, grows
+    with every insert.
+    """
+
+    def varint(data: bytes) -> int:  # SQLite's varint, enough for small counts
+        n = 0
+        for byte in data[:8]:
+            n = (n << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        return n
+
+    extra = 0
+    for table in ("message_fts", "tool_result_fts"):
+        row = s._conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+        counted = varint(row[0]) if row and row[0] else 0
+        (held,) = s._conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()
+        extra += counted - held
+    return extra
+
+
+_LAZY_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.sampled_from(["c", "d"]), st.integers(1, 4)),
+        st.tuples(
+            st.just("search"),
+            st.sampled_from(["c", "d"]),
+            st.sampled_from([("user", "assistant"), ("tool",), ("user", "tool"), None]),
+        ),
+        st.tuples(st.just("optimize"), st.just(""), st.just(0)),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_LAZY_STEPS)
+def test_property_messages_are_indexed_once_when_first_searched(tmp_path_factory, steps):
+    """Appends leave the index alone; a search indexes its conversation's new messages, once.
+
+    Two connections to one file take turns (as two processes would): each search
+    finds every stored message with the word, whichever connection stored it.
+    """
+    db = tmp_path_factory.mktemp("lazy") / "l.db"
+    a, b = SQLiteStore(db), SQLiteStore(db)
+    n = 0
+    try:
+        for i, (op, conv, arg) in enumerate(steps):
+            s = (a, b)[i % 2]
+            if op == "append":
+                batch: list[Message] = []
+                for _ in range(arg):
+                    n += 1
+                    batch += [Message.user(f"kiwi {n}"), Message.assistant(f"kiwi answer {n}")]
+                    if n % 2:
+                        batch += [
+                            Message.assistant("", tool_calls=[ToolCallPart(f"k{n}", "f", "{}")]),
+                            Message.tool(f"k{n}", f"kiwi result {n}"),
+                        ]
+                before = _fts_rows(s)
+                s.append(conv, batch, tenant=T, user="u")
+                assert _fts_rows(s) == before
+            elif op == "search":
+                roles = ("user", "assistant") if arg is None else arg
+                if arg is None:
+                    got = {
+                        seq
+                        for seq, _ in s.search_seqs(
+                            conv, "kiwi", tenant=T, roles=None, limit=10_000
+                        )
+                    }
+                else:
+                    got = {
+                        h.message.seq
+                        for h in s.search(conv, "kiwi", tenant=T, roles=roles, limit=10_000)
+                    }
+                stored = s.read(conv, tenant=T) if s.get_conversation(conv, tenant=T) else []
+                want = {m.seq for m in stored if m.role in roles and "kiwi" in m.text}
+                assert got == want
+                behind = s._conn.execute(
+                    "SELECT fts_seq, last_seq FROM conversations WHERE id = ?", (conv,)
+                ).fetchone()
+                assert behind is None or behind[0] == behind[1]
+            else:
+                s.optimize_search_index()
+            rows = _fts_rows(s)
+            expected = _expected_fts_rows(s)
+            # what is indexed is exactly the expected rows of the messages up to each fts_seq
+            done = dict(s._conn.execute("SELECT cid, fts_seq FROM conversations").fetchall())
+            for table in rows:
+                assert rows[table] == [
+                    r for r in expected[table] if (r & 0xFFFFFFFF) <= done.get(r >> 32, 0)
+                ]
+            assert _twice_indexed(s) == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_m005_keeps_an_eagerly_indexed_file_as_it_is(tmp_path):
+    """A file from before m005 has every message indexed: none is indexed again."""
+    db = tmp_path / "old.db"
+    with SQLiteStore(db) as s:
+        s.append(
+            "c", [Message.user("plum tart"), Message.assistant("plum jam")], tenant=T, user="u"
+        )
+        assert len(s.search("c", "plum", tenant=T)) == 2  # indexes both
+        # the file as it was before m005 (everything indexed when appended)
+        s._conn.execute("ALTER TABLE conversations DROP COLUMN fts_seq")
+        s._conn.execute("DELETE FROM _migrations WHERE name = 'm005_index_when_searched'")
+    with SQLiteStore(db) as s:
+        assert s.applied_migrations == ["m005_index_when_searched"]
+        assert len(s.search("c", "plum", tenant=T)) == 2
+        assert _fts_rows(s) == _expected_fts_rows(s)
+        assert _twice_indexed(s) == 0
+
+
+def test_a_search_that_lost_the_race_to_index_indexes_nothing_twice(tmp_path):
+    """Two processes find the same messages unindexed; the second to take the write lock re-reads."""
+    db = tmp_path / "race.db"
+    with SQLiteStore(db) as a, SQLiteStore(db) as b:
+        a.append("c", [Message.user("fig roll"), Message.assistant("fig jam")], tenant=T, user="u")
+        cid = a._indexed(T, "c")  # a indexes while b was about to
+        assert cid is not None
+        with b._tx(True, T) as conn:
+            b._index_pending(conn, cid)
+        assert _twice_indexed(b) == 0
+        assert len(b.search("c", "fig", tenant=T)) == 2
+
+
+def test_indexing_a_thousand_messages_at_once_sizes_the_fts_hash_once(store):
     def hashsize():
         return store._conn.execute(
             "SELECT v FROM message_fts_config WHERE k = 'hashsize'"
         ).fetchone()
 
     store.append("c", [Message.user("one turn")], tenant=T, user="u")
-    assert hashsize() is None  # a turn leaves the index's settings alone
+    assert store.search("c", "turn", tenant=T)
+    assert hashsize() is None  # indexing a turn leaves the index's settings alone
     bulk = [Message.user(f"bulk {i} 我在上海工作") for i in range(1000)]
     store.append("c", bulk, tenant=T, user="u")
-    assert hashsize() == (16 << 20,)
+    assert hashsize() is None  # appending does not index
     assert {h.message.seq for h in store.search("c", "上海", tenant=T, limit=2000)} == set(
         range(2, 1002)
     )
+    assert hashsize() == (16 << 20,)
 
 
 def _wait_for_runs(ck, n: int) -> None:

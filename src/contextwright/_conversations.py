@@ -106,13 +106,14 @@ class Conversations(_CompactionMixin):
         self._jobs: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
         # The stateful default recalls sparingly, so that a turn stays cheap however
         # long the conversation: a few dozen full-text hits, no second (feedback)
-        # search, and only the rarest words, up to 100 matching turns in all (BM25
-        # scores every match, a few microseconds each: common words made the
-        # search grow with the conversation). The memory-QA configuration
+        # search, and only the rarest terms, up to 200 postings in all (BM25 scores
+        # every match: common words made the search grow with the conversation;
+        # on LoCoMo's old evidence turns, 568 of 1,079 come back with 200, 570
+        # with every term, 561 with 100: `bench_recall_default.py`). The memory-QA configuration
         # (`RecallSource.for_memory_qa`) spends more.
         cheap = TurnRanker(RankWeights(feedback_weight=0.0))
         recall_source = RecallSource(
-            store=self.db, search_limit=32, ranker=cheap, match_budget=100,
+            store=self.db, search_limit=32, ranker=cheap, match_budget=200,
             counter=engine.counter,
         )  # fmt: skip
         self._extra = [recall_source] if recall else []
@@ -426,9 +427,11 @@ class Conversations(_CompactionMixin):
         anything that needs their count later (a cold start that finds them in
         its tail, a compaction that keeps them) counts them then. Nothing is lost:
         they are stored, searchable and summarised like any other.
-        ``optimize_index`` then merges the store's full-text index
-        (`SQLiteStore.optimize_search_index`: the whole file's, so for large
-        imports; the CLI's ``import`` does it).
+        ``optimize_index`` then indexes what was stored for full-text search and
+        merges the index (`SQLiteStore.optimize_search_index`: the whole file's,
+        so for large imports; the CLI's ``import`` does it). Without it the
+        messages are indexed when the conversation is first searched
+        (`Store.search`; recall keeps its own index in process).
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")

@@ -6,11 +6,12 @@ speaker, time, session, optional vectors), kept up to date from the store, and
 ranked by `TurnRanker` in five steps:
 
 1. **Query analysis** (`analyse`). Stop words go (English; CJK text is left to the
-   store's bigram search). Words naming a *speaker* of the conversation go too:
+   index's bigrams). Words naming a *speaker* of the conversation go too:
    in a dialogue a name mostly appears as a vocative addressed to the *other*
    person ("Thanks, Mel!"), so matching it as text favours the wrong speaker;
    it becomes a speaker prior instead. Month names and years become a date prior.
-2. **Lexical evidence**: the store's full-text BM25 over what is left. A hit's
+2. **Lexical evidence**: full-text BM25 over what is left (`Postings`: the
+   store's FTS5 terms and scores, kept in process). A hit's
    score also flows to its neighbours in the same session, decaying by
    ``neighbour_decay`` per step up to ``neighbours`` steps away: the turn that
    holds an answer is often next to the one that names the topic ("How was the
@@ -55,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from .._messages import Message
+from ._postings import Postings
 
 if TYPE_CHECKING:
     from ..memory import Embedder
@@ -100,7 +102,7 @@ def analyse(query: str, speakers: Mapping[str, str] | None = None) -> QueryAnaly
     ``speakers`` maps a lower-cased name (or first name) to its speaker label; a
     name counts when capitalised, as a month counts when its full name is, or
     "may" would be a month in every question that asks what someone may do. Punctuation and anything the
-    word pattern does not take are left for the store's own tokenizer. If no
+    word pattern does not take are left for the index's tokenizer. If no
     word would be left to search, the stop words stay.
     """
     speakers = speakers or {}
@@ -172,7 +174,7 @@ class TurnIndex:
         self.sessions: list[int] = []  # each turn's session, as ``turns[i].session``
         self.last_seq = 0
         self.speakers: dict[str, str] = {}
-        self.word_df: Counter[str] = Counter()  # turns containing each search word, lower-cased
+        self.terms = Postings()  # the turns' full-text index (BM25 search)
         self._df: Counter[str] = Counter()  # see `df`
         self._df_turns = 0  # how many turns ``_df`` has counted
         self.vectors: Any = None  # numpy float32 (n_embedded, d), rows L2-normalised
@@ -229,7 +231,7 @@ class TurnIndex:
             self.positions[seq] = len(self.seqs)
             self.seqs.append(seq)
             self.sessions.append(self._session)
-            self.word_df.update(set(_WORD.findall(text.lower())))
+            self.terms.add(text)
             if m.name:
                 self.speakers.setdefault(m.name.lower(), m.name)
                 first = m.name.split()[0].lower()

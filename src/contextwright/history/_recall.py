@@ -3,8 +3,9 @@
 Once a turn has left the window it survives in the prompt only through the
 summary, which keeps the gist and loses the wording. `RecallSource` ranks the
 conversation's stored turns that are older than the history the window draws
-from (`TurnRanker`: full-text BM25 from the store's FTS5 index, spread to
-neighbouring turns, optional vectors, speaker and date priors — see ``_rank.py``)
+from (`TurnRanker`: full-text BM25 over the turns' terms, the store's FTS5 terms
+kept in process — see ``_postings.py`` —, spread to neighbouring turns,
+optional vectors, speaker and date priors — see ``_rank.py``)
 and packs the best into one block that fits its token allowance:
 
 - **Greedy by rank, within the allowance.** Turns are taken best first; one that
@@ -50,7 +51,6 @@ from .._tokens import DEFAULT_OVERHEAD, HeuristicCounter, TokenCounter
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
 from ..sources._templates import templates_for
-from ..storage import SearchHit
 from ._rank import IndexedTurn, TurnIndex, TurnRanker, analyse
 
 __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
@@ -75,34 +75,8 @@ MEMORY_QA_SHARES: Mapping[Any, float] = {
 }
 
 
-def _rarest(words: str, df: Mapping[str, int], budget: int) -> str:
-    """The rarest of ``words`` whose turn counts (``df``) add up to at most ``budget``."""
-    unique = list(dict.fromkeys(w.lower() for w in words.split()))
-    unique.sort(key=lambda w: df.get(w, 0))  # stable: the query's order among equals
-    kept: list[str] = []
-    spent = 0
-    for w in unique:
-        n = df.get(w, 0)
-        if spent + n > budget:
-            break
-        kept.append(w)
-        spent += n
-    return " ".join(kept)
-
-
 class SearchesMessages(Protocol):
-    """What recall needs from a store: `AsyncStore.search`, and `AsyncStore.read` to index turns."""
-
-    def search(
-        self,
-        conversation: str,
-        query: str,
-        *,
-        tenant: str,
-        limit: int = 10,
-        before_seq: int | None = None,
-        roles: Sequence[str] = ("user", "assistant"),
-    ) -> Awaitable[list[SearchHit]]: ...
+    """What recall needs from a store: `AsyncStore.read`, to index the conversation's turns."""
 
     def read(
         self, conversation: str, *, tenant: str, after_seq: int = 0, limit: int | None = None
@@ -119,17 +93,18 @@ _HEADER = {
 class RecallSource(SourceBase):
     """Stored turns older than the window that bear on the message, packed to the allowance.
 
-    ``store`` is an `AsyncStore` (``search``, and ``read`` for the turn index).
+    ``store`` is an `AsyncStore` (its ``read`` fills the turn index, which is
+    searched in process).
     ``limit`` is the most turns shown (None: as many as fit). ``min_score`` drops
     full-text hits scoring below it. ``ranker`` orders the turns (give it an
     embedder for vector evidence). ``counter`` makes packing exact. ``fill``
     takes turns without any match too. ``search_limit`` bounds the full-text hits
     considered per message; ``max_conversations`` the turn indexes kept in memory.
-    ``match_budget`` bounds the cost of a search: full-text ranking scores every
-    turn that matches any word, so the words are taken rarest first (by the turns
-    that contain them) until their turn counts add up to this, and the common
-    rest is left out — those say least about which turn is meant, and they made
-    a search grow with the conversation (None: every word is searched).
+    ``match_budget`` bounds the cost of a search: BM25 scores every turn that
+    holds any query term, so the terms are taken rarest first (by the turns that
+    hold them) until their turn counts add up to this, and the common rest is
+    left out — those say least about which turn is meant, and they made a
+    search grow with the conversation (None: every term is searched).
     """
 
     store: Any = None  # SearchesMessages
@@ -261,14 +236,10 @@ class RecallSource(SourceBase):
         vector: asyncio.Future[Any] | None = None
         if self.ranker.embedder is not None and index.vectors is not None:
             vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
-        words = analysis.text
-        if self.match_budget is not None:
-            words = _rarest(words, index.word_df, self.match_budget)
         scores: dict[int, float] = {}
         try:
-            if words.strip():
-                found = await self._search(turn, words, oldest)
-                scores = {seq: score for seq, score in found if score >= self.min_score}
+            if analysis.text.strip():
+                scores = self._search(index, analysis.text, n, self.match_budget)
             query_vector = await vector if vector is not None else None
         finally:
             if vector is not None and not vector.done():
@@ -284,7 +255,7 @@ class RecallSource(SourceBase):
         )
         more = self.ranker.feedback_query(index, analysis, ranked) if scores else None
         if more:
-            feedback = dict(await self._search(turn, more, oldest))
+            feedback = self._search(index, more, n, None)
             ranked = self.ranker.rank(
                 index, analysis, scores, n, feedback=feedback, fill=self.fill, top=top
             )
@@ -304,21 +275,15 @@ class RecallSource(SourceBase):
         full = top is None or len(ranked) < top
         return self._block(index, ranked, allowance - frame, None if full else rest)
 
-    async def _search(self, turn: Turn, words: str, before: int | None) -> list[tuple[int, float]]:
-        """(seq, score) of the full-text hits; only the numbers when the store can give them."""
-        kw: dict[str, Any] = {
-            "tenant": turn.tenant,
-            "limit": self.search_limit,
-            "before_seq": before,
-        }
-        light = getattr(self.store, "search_seqs", None)
-        if light is not None:
-            # unfiltered by role: the turn index keeps only user and assistant
-            # turns, and the ranker drops any other sequence number
-            found: list[tuple[int, float]] = await light(turn.conversation, words, roles=None, **kw)
-            return found
-        hits: list[SearchHit] = await self.store.search(turn.conversation, words, **kw)
-        return [(h.message.seq, h.score) for h in hits if h.message.seq is not None]
+    def _search(self, index: TurnIndex, words: str, n: int, budget: int | None) -> dict[int, float]:
+        """seq → BM25 of the best ``search_limit`` of the first ``n`` turns (``min_score`` applied)."""
+        turns = index.turns
+        found = index.terms.search(
+            words, before=n, limit=self.search_limit, budget=budget,
+            text_of=lambda p: turns[p].text,
+        )  # fmt: skip
+        seqs = index.seqs
+        return {seqs[p]: score for p, score in found.items() if score >= self.min_score}
 
     # -- packing and rendering -------------------------------------------------------------
 

@@ -41,13 +41,14 @@ without spaces are indexed as whole runs (a known limit).
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterable
 
 from .._messages import Message, ToolCallPart
 
 __all__ = [
     "FTS_TABLES", "SEQ_BITS", "fts_entries", "fts_range", "fts_rowid", "fts_table", "index_text",
-    "match_query", "segment",
+    "match_query", "query_units", "segment", "write_index",
 ]  # fmt: skip
 
 # Han (with extension A and compatibility ideographs), kana, 々 and the
@@ -57,7 +58,7 @@ _CJK_RUN = re.compile(f"[{_CJK}]+")
 # A query term: a CJK run, or a run of other letters and digits (as unicode61
 # sees tokens: underscore and punctuation separate).
 _QUERY_TERM = re.compile(f"(?P<cjk>[{_CJK}]+)|(?P<word>(?:(?![{_CJK}])[^\\W_])+)")
-_MAX_TERMS = 64  # a pasted essay as a query should not build a query of thousands of terms
+_MAX_TERMS = 64  # see `query_units`
 
 
 SEQ_BITS = 32  # a conversation's messages: seq < 2**32
@@ -106,6 +107,14 @@ def fts_entries(
     return out
 
 
+def write_index(conn: sqlite3.Connection, messages: Iterable[tuple[int, Message]]) -> None:
+    """Index ``(cid, message)`` pairs: each message's searchable text, segmented, in its table."""
+    entries = fts_entries((cid, m.seq or 0, m.role, segment(index_text(m))) for cid, m in messages)
+    for table, rows in entries.items():
+        if rows:
+            conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", rows)
+
+
 def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
@@ -144,21 +153,41 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def match_query(query: str) -> str | None:
-    """The FTS5 expression for ``query`` on column ``body``, or None if it has no terms."""
-    terms: list[str] = []
+def query_units(query: str) -> list[tuple[str, str]]:
+    """The terms of ``query`` as the index is searched, in order, each as ``(kind, text)``.
+
+    Kinds (see the module docstring): ``"word"`` (any non-CJK run of letters and
+    digits), ``"prefix"`` (a lone CJK character), ``"phrase"`` (a CJK run of three
+    or more characters: its bigrams in a row) and ``"gram"`` (one bigram of a run).
+    Repeats are dropped, and all after the first 64: a pasted essay as a query
+    should not make a search of thousands of terms. `match_query` writes them as FTS5; recall's in-process index
+    (``history/_postings.py``) looks them up itself.
+    """
+    units: list[tuple[str, str]] = []
     for m in _QUERY_TERM.finditer(query):
         cjk = m.group("cjk")
         if cjk is None:
-            terms.append(_quote(m.group("word")))
+            units.append(("word", m.group("word")))
         elif len(cjk) == 1:
-            terms.append(_quote(cjk) + "*")
+            units.append(("prefix", cjk))
         else:
             grams = _bigrams(cjk)
             if len(grams) > 1:
-                terms.append(_quote(" ".join(grams)))
-            terms.extend(_quote(g) for g in grams)
-    unique = list(dict.fromkeys(terms))[:_MAX_TERMS]
-    if not unique:
+                units.append(("phrase", cjk))
+            units.extend(("gram", g) for g in grams)
+    return list(dict.fromkeys(units))[:_MAX_TERMS]
+
+
+def match_query(query: str) -> str | None:
+    """The FTS5 expression for ``query`` on column ``body``, or None if it has no terms."""
+    terms: list[str] = []
+    for kind, text in query_units(query):
+        if kind == "prefix":
+            terms.append(_quote(text) + "*")
+        elif kind == "phrase":
+            terms.append(_quote(" ".join(_bigrams(text))))
+        else:
+            terms.append(_quote(text))
+    if not terms:
         return None
-    return "body : (" + " OR ".join(unique) + ")"
+    return "body : (" + " OR ".join(terms) + ")"

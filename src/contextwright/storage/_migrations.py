@@ -38,6 +38,8 @@ overlapping bigrams (see ``_fts.py`` for why not the trigram tokenizer). Until
 m004 its rowid was ``messages.pk`` and a ``scope`` column held one token per
 conversation; since m004 the rowid is ``cid << 32 | seq``, so a conversation is
 one rowid range, and tool results are in ``tool_result_fts`` (``_fts.py``).
+Since m005 a message is indexed when its conversation is first searched after
+it was stored, not when it is stored: ``conversations.fts_seq`` says how far.
 
 ``summaries`` (every version kept), ``compactions`` (append-only log),
 ``working_memory`` (``expires_at`` indexed for collection) and ``pinned`` hang
@@ -343,7 +345,7 @@ def m004_fts_by_conversation(conn: sqlite3.Connection) -> None:
     ``_fts.py``. The contentless index is rebuilt from the stored messages, in
     pages (about 20,000 messages a second).
     """
-    from ._fts import fts_entries, index_text, segment
+    from ._fts import write_index
     from ._rows import MSG_COLUMNS, message
 
     conn.execute("DROP TABLE message_fts")
@@ -351,10 +353,22 @@ def m004_fts_by_conversation(conn: sqlite3.Connection) -> None:
     conn.execute(f"CREATE VIRTUAL TABLE tool_result_fts USING fts5(body, {_FTS})")
     cursor = conn.execute(f"SELECT m.cid, {MSG_COLUMNS} FROM messages m ORDER BY m.pk")
     while page := cursor.fetchmany(2000):
-        msgs = [(cid, message(stored)) for cid, *stored in page]
-        entries = fts_entries((c, m.seq or 0, m.role, segment(index_text(m))) for c, m in msgs)
-        for table, rows in entries.items():
-            conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", rows)
+        write_index(conn, [(cid, message(stored)) for cid, *stored in page])
+
+
+@migration
+def m005_index_when_searched(conn: sqlite3.Connection) -> None:
+    """Messages are indexed for full-text search when their conversation is first searched.
+
+    ``conversations.fts_seq``: the messages up to this seq are in the full-text
+    index. Appending no longer indexes (that was about 40 % of appending a
+    message, and of a bulk import); a search first indexes the messages after
+    ``fts_seq``, in a write transaction of its own (``SQLiteStore._indexed``).
+    Files indexed eagerly until now are complete: their ``fts_seq`` is
+    ``last_seq``.
+    """
+    conn.execute("ALTER TABLE conversations ADD COLUMN fts_seq INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE conversations SET fts_seq = last_seq")
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:

@@ -18,7 +18,7 @@ from typing import Any
 from .._errors import ConfigError, InvalidMessageError
 from .._messages import ImagePart, Message, TextPart, ToolResultPart, _part_to_dict
 from ._base import CompactionEntry, ConversationInfo, MessageOutline, Summary
-from ._fts import index_text, segment
+from ._fts import index_text
 
 MAX_SEQ = 2**63 - 1
 # Passed as the tenant of the one operation that spans tenants (expiring working
@@ -179,15 +179,14 @@ def compaction(conversation: str, row: Sequence[Any]) -> CompactionEntry:
 class PreparedMessage:
     """A message checked and serialised for insertion."""
 
-    __slots__ = ("body", "message", "meta", "parts", "size", "tokens")
+    __slots__ = ("message", "meta", "parts", "size", "tokens")
 
     def __init__(self, msg: Message, tokens: int | None, where: str) -> None:
         self.message = msg
         self.tokens = tokens
         self.parts = parts_json(msg, f"{where}.parts")
         self.meta = dumps(dict(msg.metadata), f"{where}.metadata") if msg.metadata else None
-        text = index_text(msg)
-        self.body = segment(text)
+        text = index_text(msg)  # the searchable text (indexed when first searched)
         # size is in characters (see estimate); an image (only user messages hold
         # image parts) counts as the characters its token allowance is worth.
         self.size = len(text)

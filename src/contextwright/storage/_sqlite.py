@@ -26,19 +26,23 @@ index: ``_fts.py``):
   guarded by a lock, so one store may be shared by threads (calls are
   serialised); `AsyncStore` gives each store one worker thread of its own.
 
+- **Indexed when searched.** Appending does not write the full-text index: a
+  search first indexes the messages its conversation gained since the last one
+  (``conversations.fts_seq``, m005; `_indexed`), in a write transaction of its
+  own. Writing a message's FTS5 segment was about 40 % of appending it, while
+  searches are rare (recall keeps its own index in process, ``history/_postings.py``).
+
 Measured on the development machine (2 cores, SQLite 3.40, a file already
-holding 50,000 messages): appending one message takes 0.18 ms (median; p95
-0.36 ms); WAL checkpoints run on a thread of their own (``_checkpoint.py``): run
+holding 50,000 messages): appending one message took 0.18 ms (median; p95
+0.36 ms) when it was also indexed; WAL checkpoints run on a thread of their own (``_checkpoint.py``): run
 inside commits, they made one append in twenty take 5-30 ms at 100,000 messages
 (p99 5.8 ms, now 0.8-0.9 ms). Rarely (once in about a thousand appends at
-100,000 messages) FTS5 merges index segments inside a commit: 20-200 ms. Bulk
-imports run at 40,000-45,000 messages/s, full-text indexing included; the tail
-of 4,000 tokens of a 50,000-message conversation reads in 2.6 ms. On
-``bench/bench_history.py``'s thread, whose tool results (1 message in 10, 1-8 KB
-of JSON) make 7.5 MB of text per 10,000 messages: 23,000-25,000 messages/s in
-one batch, and 0.22 ms (median) per message appended one at a time onto those
-10,000, of which the COMMIT is 0.11 ms (0.07 ms of it FTS5 writing the
-message's segment).
+100,000 messages) FTS5 merged index segments inside a commit: 20-200 ms, before
+appends stopped indexing. The tail of 4,000 tokens of a 50,000-message
+conversation reads in 2.6 ms. On ``bench/bench_history.py``'s thread, whose tool
+results (1 message in 10, 1-8 KB of JSON) make 7.5 MB of text per 10,000
+messages, appending one message at a time onto those 10,000 took 0.15 ms
+(median) with indexing and 0.08-0.09 ms without (same run).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from .._messages import ROLES, Message
 from . import _rows
 from ._base import ConversationInfo, SearchHit, default_db_path
 from ._checkpoint import Checkpointer
-from ._fts import FTS_TABLES, SEQ_BITS, fts_entries, fts_range, fts_table, match_query
+from ._fts import FTS_TABLES, SEQ_BITS, fts_range, fts_table, match_query, write_index
 from ._migrations import MIGRATIONS, Migration, apply_migrations
 from ._rows import CONV_COLUMNS, MSG_COLUMNS
 from ._sqlite_history import HistoryTables
@@ -97,14 +101,6 @@ def _size_fts_hash(conn: sqlite3.Connection) -> None:
                     f"INSERT INTO {table} ({table}, rank) VALUES ('hashsize', ?)",
                     (_FTS_HASH_BYTES,),
                 )
-
-
-def _cid(conn: sqlite3.Connection, tenant: str, conversation: str) -> int | None:
-    """The conversation's internal id, None if the tenant has no such conversation."""
-    row = conn.execute(
-        "SELECT cid FROM conversations WHERE tenant = ? AND id = ?", (tenant, conversation)
-    ).fetchone()
-    return None if row is None else int(row[0])
 
 
 def _focus(query: str) -> str:
@@ -350,7 +346,6 @@ class SQLiteStore(HistoryTables):
             if isinstance(now, bool) or not isinstance(now, (int, float)):
                 raise ConfigError(f"the store's clock must return seconds, got {now!r}")
             new: list[tuple[Any, ...]] = []
-            bodies: list[str] = []
             saved: dict[str, Message] = {}
             out: list[Message] = []
             total = 0
@@ -372,7 +367,6 @@ class SQLiteStore(HistoryTables):
                 n = p.tokens
                 row = (seq, n, counter if n is not None else "", mid, m.role, created, m.name, p.meta, p.parts)  # fmt: skip
                 new.append((cid, p.size, *row))
-                bodies.append(p.body)
                 known[mid] = row
                 # validated when built; only seq and created_at are new (checked above)
                 saved[mid] = msg = m._stamped(seq, created)
@@ -382,7 +376,7 @@ class SQLiteStore(HistoryTables):
                         msg._token_cache[counter] = n  # as _rows.message does for read
                 out.append(msg)
             if new:
-                self._insert(conn, cid, new, bodies)
+                self._insert(conn, cid, new)
                 conn.execute(
                     "UPDATE conversations SET last_seq = ?, message_count = message_count + ?, "
                     "token_total = token_total + ?, updated_at = ? WHERE cid = ?",
@@ -398,13 +392,8 @@ class SQLiteStore(HistoryTables):
         return out
 
     @staticmethod
-    def _insert(
-        conn: sqlite3.Connection, cid: int, rows: list[tuple[Any, ...]], bodies: list[str]
-    ) -> None:
-        if len(rows) >= _BULK_ROWS:
-            _size_fts_hash(conn)
-        # The index rowid carries the conversation and seq (see _fts.fts_rowid), so
-        # the messages' own pks (AUTOINCREMENT) need not be known here.
+    def _insert(conn: sqlite3.Connection, cid: int, rows: list[tuple[Any, ...]]) -> None:
+        # The index rowid will carry the conversation and seq (see _fts.fts_rowid).
         if rows[-1][2] >= 1 << SEQ_BITS:
             raise StoreError(f"conversation {cid} has more than {(1 << SEQ_BITS) - 1} messages")
         conn.executemany(
@@ -412,11 +401,6 @@ class SQLiteStore(HistoryTables):
             "name, metadata, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
-        # row[2]: seq, row[6]: role
-        entries = fts_entries((cid, r[2], r[6], b) for r, b in zip(rows, bodies, strict=True))
-        for table, fts in entries.items():
-            if fts:
-                conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", fts)
 
     def read(
         self,
@@ -633,17 +617,58 @@ class SQLiteStore(HistoryTables):
     # -- search -----------------------------------------------------------------------
 
     def optimize_search_index(self) -> None:
-        """Merge the full-text indexes' segments into one each (FTS5 ``optimize``).
+        """Index every message not yet indexed, then merge the indexes' segments (FTS5 ``optimize``).
 
-        Worth it once after a bulk import: the import's large segments otherwise
-        get merged with the small ones later single appends write, and those
-        appends pay for it (measured after importing 100,000 messages: appends'
-        p99 18 ms without, 1.2 ms after a 0.4 s optimize). It rewrites the whole
-        index of every conversation in the file, holding the write lock.
+        Messages are indexed when their conversation is first searched (see
+        `_indexed`); after a bulk import this does it ahead of time, in one
+        transaction, and leaves one segment per index, so that the first search
+        neither indexes nor walks many segments. It rewrites the whole index of
+        every conversation in the file, holding the write lock.
         """
         with self._tx(True, _rows.EVERY_TENANT) as conn:
+            behind = conn.execute("SELECT cid FROM conversations WHERE fts_seq < last_seq")
+            for (cid,) in behind.fetchall():
+                self._index_pending(conn, cid)
             for table in FTS_TABLES:
                 conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+
+    def _indexed(self, tenant: str, conversation: str) -> int | None:
+        """The conversation's cid (None if the tenant has none such), its messages all indexed.
+
+        Appending does not index (m005): the messages stored since the last search
+        are indexed here first, in one write transaction, which re-reads how far
+        the index goes under the write lock (another process may have done it).
+        """
+        with self._tx(False, tenant) as conn:
+            row = conn.execute(
+                "SELECT cid, fts_seq < last_seq FROM conversations WHERE tenant = ? AND id = ?",
+                (tenant, conversation),
+            ).fetchone()
+        if row is None:
+            return None
+        cid, behind = row
+        if behind:
+            with self._tx(True, tenant) as conn:
+                self._index_pending(conn, cid)
+        return int(cid)
+
+    @staticmethod
+    def _index_pending(conn: sqlite3.Connection, cid: int) -> None:
+        """Index conversation ``cid``'s messages after its ``fts_seq`` (in the caller's write tx)."""
+        done, last = conn.execute(
+            "SELECT fts_seq, last_seq FROM conversations WHERE cid = ?", (cid,)
+        ).fetchone()
+        if done >= last:
+            return
+        if last - done >= _BULK_ROWS:
+            _size_fts_hash(conn)
+        cursor = conn.execute(
+            f"SELECT {MSG_COLUMNS} FROM messages m WHERE m.cid = ? AND m.seq > ? ORDER BY m.seq",
+            (cid, done),
+        )
+        while page := cursor.fetchmany(2000):
+            write_index(conn, [(cid, _rows.message(row)) for row in page])
+        conn.execute("UPDATE conversations SET fts_seq = ? WHERE cid = ?", (last, cid))
 
     def search(
         self,
@@ -696,10 +721,10 @@ class SQLiteStore(HistoryTables):
         if expression is None or n == 0:
             return []
         upper = None if before_seq is None else _rows.count(before_seq, "before_seq")
+        cid = self._indexed(tenant, conversation)
+        if cid is None:
+            return []
         with self._tx(False, tenant) as conn:
-            cid = _cid(conn, tenant, conversation)
-            if cid is None:
-                return []
             lo, hi = fts_range(cid, upper)
             table = fts_table("user")
             got = conn.execute(
@@ -740,10 +765,10 @@ class SQLiteStore(HistoryTables):
         upper = None if before_seq is None else _rows.count(before_seq, "before_seq")
         wanted = set(roles)
         tables = sorted({fts_table(r) for r in wanted})
+        cid = self._indexed(tenant, conversation)
+        if cid is None:
+            return []
         with self._tx(False, tenant) as conn:
-            cid = _cid(conn, tenant, conversation)
-            if cid is None:
-                return []
             lo, hi = fts_range(cid, upper)
             # Two steps: rank in the FTS index alone (FTS5 sorts by rank with a
             # bounded heap, reading no message rows), then fetch the few winners.
