@@ -435,13 +435,18 @@ def test_recall_index_follows_the_history_without_reading_the_store(tmp_path):
     )  # fmt: skip
     convs.wait_idle_sync()
     reads: list[int] = []
-    real_read = store.read
+    real_read, real_outline = store.read, store.read_outline
 
     def counting_read(*a, **k):
         reads.append(k.get("after_seq", 0))
         return real_read(*a, **k)
 
+    def counting_outline(*a, **k):
+        reads.append(k.get("after_seq", 0))
+        return real_outline(*a, **k)
+
     store.read = counting_read  # type: ignore[method-assign]
+    store.read_outline = counting_outline  # type: ignore[method-assign]
     convs.build_sync("c", "what about zebra3?", tenant="t", user="u")  # first load reads
     assert reads
     for i in range(3):

@@ -34,13 +34,14 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
-from functools import lru_cache
 
-from ..storage._fts import query_units, segment
+from ..storage._fts import query_units, segment, starts_cjk
 
 __all__ = ["Postings", "stem", "text_terms"]
 
-_TOKEN = re.compile(r"[^\W_]+")  # unicode61: letters and digits; anything else separates
+# unicode61's tokens: letters and digits, with the combining diacritics that follow
+# them (it removes those; Python's \w does not count them as word characters)
+_TOKEN = re.compile(r"(?:[^\W_][\u0300-\u036f]*)+")
 _K1 = 1.2
 _B = 0.75
 _TF_BITS = 8
@@ -137,14 +138,19 @@ _STEP4 = dict.fromkeys(
 )
 
 
-@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """The Porter stem of a lower-case ASCII token ("recitals" → "recit"); others unchanged.
 
-    Digits count as consonants, as in SQLite's stemmer ("1900s" → "1900").
+    Digits count as consonants, as in SQLite's stemmer ("1900s" → "1900"), and
+    as there, tokens shorter than 3 or longer than 64 bytes are left alone.
     """
-    if len(word) <= 2 or not word.isascii():
+    if not 2 < len(word) <= 64 or not word.isascii():
         return word
+    return _porter(word)
+
+
+def _porter(word: str) -> str:
+    """Porter's steps on ``word`` (any characters; only ASCII vowels count as vowels)."""
     w = word
     # step 1a: plurals
     if w.endswith(("sses", "ies")):
@@ -196,16 +202,32 @@ def _fold(token: str) -> str:
     """A lower-cased token as the index keeps it: without diacritics, stemmed (memoised)."""
     term = _FOLDED.get(token)
     if term is None:
-        term = token
-        if not term.isascii():
-            term = "".join(
-                c for c in unicodedata.normalize("NFKD", term) if not unicodedata.combining(c)
-            )
-        term = stem(term)
+        term = _fold_new(token)
         if len(_FOLDED) >= _FOLDED_MAX:
             _FOLDED.clear()
         _FOLDED[token] = term
     return term
+
+
+def _fold_new(token: str) -> str:
+    if token.isascii():
+        return stem(token)
+    if starts_cjk(token):  # a bigram or a lone character: kept as it is (kana keep ゛)
+        return token
+    # remove_diacritics 2: the base letters; unicode61 also folds final sigma
+    plain = "".join(
+        c for c in unicodedata.normalize("NFD", token) if not unicodedata.combining(c)
+    ).replace("ς", "σ")
+    if plain.isascii():
+        return stem(plain)
+    # SQLite's stemmer works on UTF-8 bytes, a non-ASCII byte counting as a consonant
+    raw = plain.encode()
+    if not 2 < len(raw) <= 64:
+        return plain
+    try:
+        return _porter(raw.decode("latin-1")).encode("latin-1").decode()
+    except UnicodeDecodeError:  # a suffix rule split a character (FTS5 would keep the bytes)
+        return plain
 
 
 def _tokens(text: str) -> list[str]:
@@ -246,19 +268,18 @@ class Postings:
         position = len(self.lengths) << _TF_BITS
         self.lengths.append(len(tokens))
         self.total_length += len(tokens)
-        # each distinct token folded once; tokens that fold alike ("camps",
-        # "camping") share the entry the first of them made
-        folded = _FOLDED.get
+        memo = _FOLDED
+        try:
+            terms = [memo[t] for t in tokens]  # every token seen before: the usual case
+        except KeyError:
+            terms = [_fold(t) for t in tokens]
         postings = self.postings
-        for token, tf in Counter(tokens).items():
-            term = folded(token) or _fold(token)
+        for term, tf in Counter(terms).items():
             entries = postings.get(term)
             if entries is None:
                 entries = postings[term] = []
                 if not term.isascii():
                     self._by_first.setdefault(term[0], []).append(term)
-            elif entries[-1] >= position:  # this turn's entry: add to its tf
-                tf += entries.pop() & _TF_MAX
             entries.append(position | (tf if tf < _TF_MAX else _TF_MAX))
 
     def df(self, term: str) -> int:
@@ -269,8 +290,9 @@ class Postings:
         """The postings of one query unit (see `query_units`)."""
         if kind == "word":
             return self.postings.get(_fold(text.lower()), [])
-        if kind == "gram":
-            return self.postings.get(text, [])
+        if kind == "gram":  # as FTS5 reads the quoted bigram: "ン・" is the token ン
+            tokens = _TOKEN.findall(text)
+            return self.postings.get(tokens[0], []) if len(tokens) == 1 else []
         if kind == "prefix":  # every indexed CJK term that starts with the character
             merged: Counter[int] = Counter()
             for term in self._by_first.get(text, ()):

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from .._messages import Message
+from ..storage import MessageOutline
 from ._postings import Postings
 
 if TYPE_CHECKING:
@@ -198,8 +199,8 @@ class TurnIndex:
             self._df_turns = len(self.turns)
         return self._df
 
-    def add(self, messages: Iterable[Message]) -> int:
-        """Append stored messages newer than any seen; returns how many turns were added."""
+    def add(self, messages: Iterable[Message | MessageOutline]) -> int:
+        """Append stored messages (or their outlines) newer than any seen; returns the turns added."""
         added = 0
         for m in messages:
             seq = m.seq or 0

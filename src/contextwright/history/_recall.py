@@ -28,9 +28,10 @@ and packs the best into one block that fits its token allowance:
   was low) to match. The allowance is net of the frame the engine puts around
   dynamic blocks. Without a counter a conservative heuristic stands in.
 
-The in-process turn index of each conversation is read from the store once and
-then extended with what is new (``read(after_seq=…)``, only when the history
-shows newer messages); `prepare` does that ahead of time, which matters with an
+The in-process turn index of each conversation is read from the store once (as
+outlines: the text without decoding whole messages, tool results unread) and
+then extended with what is new (``read_outline(after_seq=…)``, only when the
+history shows newer messages); `prepare` does that ahead of time, which matters with an
 embedder, whose first batch takes a while (MiniLM: about 6 ms a turn on CPU).
 """
 
@@ -51,6 +52,7 @@ from .._tokens import DEFAULT_OVERHEAD, HeuristicCounter, TokenCounter
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
 from ..sources._templates import templates_for
+from ..storage import MessageOutline
 from ._rank import IndexedTurn, TurnIndex, TurnRanker, analyse
 
 __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
@@ -76,11 +78,11 @@ MEMORY_QA_SHARES: Mapping[Any, float] = {
 
 
 class SearchesMessages(Protocol):
-    """What recall needs from a store: `AsyncStore.read`, to index the conversation's turns."""
+    """What recall needs from a store: `AsyncStore.read_outline`, to index the conversation's turns."""
 
-    def read(
-        self, conversation: str, *, tenant: str, after_seq: int = 0, limit: int | None = None
-    ) -> Awaitable[list[Message]]: ...
+    def read_outline(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> Awaitable[list[MessageOutline]]: ...
 
 
 _HEADER = {
@@ -203,11 +205,12 @@ class RecallSource(SourceBase):
 
     async def _load(self, index: TurnIndex, conversation: str, tenant: str) -> None:
         while True:  # in pages, so that a very long conversation is indexed step by step
-            new: list[Message] = await self.store.read(
-                conversation, tenant=tenant, after_seq=index.last_seq, limit=_PAGE
+            after = index.last_seq
+            new: list[MessageOutline] = await self.store.read_outline(
+                conversation, tenant=tenant, after_seq=after, upto_seq=after + _PAGE
             )
             index.add(new)
-            if len(new) < _PAGE:
+            if len(new) < _PAGE:  # sequence numbers are gapless: this was the last page
                 break
         if self.ranker.embedder is not None and (
             index.vectors is None or len(index.vectors) < len(index)

@@ -87,7 +87,8 @@ class MessageOutline:
     it (None and ``""`` when uncounted). ``size`` is the length in characters of the
     message's searchable text: for a tool message, ``len(message.text)``. ``text`` is
     ``message.text`` for every role but ``tool``, whose results are not read (``""``);
-    ``tool_calls`` names an assistant message's tool calls, in order.
+    ``tool_calls`` names an assistant message's tool calls, in order; ``name`` and
+    ``created_at`` are the message's (recall's turn index is built from outlines).
     """
 
     seq: int
@@ -97,6 +98,8 @@ class MessageOutline:
     size: int
     text: str = ""
     tool_calls: tuple[str, ...] = ()
+    name: str | None = None
+    created_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from .._messages import Message, ToolCallPart
 
 __all__ = [
     "FTS_TABLES", "SEQ_BITS", "fts_entries", "fts_range", "fts_rowid", "fts_table", "index_text",
-    "match_query", "query_units", "segment", "write_index",
+    "match_query", "query_units", "segment", "starts_cjk", "write_index",
 ]  # fmt: skip
 
 # Han (with extension A and compatibility ideographs), kana, 々 and the
@@ -124,6 +124,11 @@ def _split_run(match: re.Match[str]) -> str:
     if len(run) == 1:
         return f" {run} "
     return " " + " ".join(_bigrams(run)) + f" {run[-1]} "
+
+
+def starts_cjk(text: str) -> bool:
+    """Whether ``text`` starts with a character of a script written without spaces."""
+    return _CJK_RUN.match(text) is not None
 
 
 def segment(text: str) -> str:

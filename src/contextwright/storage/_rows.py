@@ -132,7 +132,7 @@ def message(row: Sequence[Any]) -> Message:
 
 # The outline's columns: the parts only where the text is wanted (not tool results).
 OUTLINE_COLUMNS = (
-    "m.seq, m.role, m.tokens, m.counter, m.size, "
+    "m.seq, m.role, m.tokens, m.counter, m.size, m.name, m.created_at, "
     "CASE WHEN m.role = 'tool' THEN NULL ELSE m.parts END"
 )
 
@@ -143,9 +143,9 @@ def outline(row: Sequence[Any]) -> MessageOutline:
     Only the text and tool-call parts are read, as plain JSON: no `Message` is
     built. The text is joined as `Message.text` joins it (images left out).
     """
-    seq, role, tokens, counter, size, parts = row
+    seq, role, tokens, counter, size, name, created_at, parts = row
     if parts is None:
-        return MessageOutline(seq, role, tokens, counter, size)
+        return MessageOutline(seq, role, tokens, counter, size, name=name, created_at=created_at)
     texts: list[str] = []
     calls: list[str] = []
     for p in json.loads(parts):
@@ -154,7 +154,9 @@ def outline(row: Sequence[Any]) -> MessageOutline:
             texts.append(p["text"])
         elif kind == "tool_call":
             calls.append(p["name"])
-    return MessageOutline(seq, role, tokens, counter, size, "\n".join(texts), tuple(calls))
+    return MessageOutline(
+        seq, role, tokens, counter, size, "\n".join(texts), tuple(calls), name, created_at
+    )
 
 
 def summary(conversation: str, row: Sequence[Any]) -> Summary:
