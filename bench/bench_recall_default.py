@@ -1,10 +1,11 @@
 """What the stateful default's recall keeps on LoCoMo, per search setting, and what it costs.
 
 `Conversations` recalls old turns by default with a sparing `RecallSource`: at most
-six turns, ``search_limit`` full-text hits, only the rarest query words up to
-``match_budget`` matching turns, no feedback search. Those two knobs bound the
-per-turn cost (SQLite scores every matching turn; the ranker spreads every hit to
-its neighbours); this script shows what lowering or raising them does to quality.
+six turns, ``search_limit`` full-text hits, only the rarest query terms up to
+``match_budget`` postings in all, no feedback search. Those two knobs bound the
+per-turn cost (BM25 scores every matching turn of the in-process index; the ranker
+spreads every hit to its neighbours); this script shows what lowering or raising
+them does to quality (``None``: every term is searched).
 
 For each LoCoMo conversation in ``../shared/data/locomo`` (CC BY-NC 4.0, evaluation
 only, read in place): every turn is appended through `Conversations` (cl100k,

@@ -42,6 +42,7 @@ __all__ = ["Postings", "stem", "text_terms"]
 # unicode61's tokens: letters and digits, with the combining diacritics that follow
 # them (it removes those; Python's \w does not count them as word characters)
 _TOKEN = re.compile(r"(?:[^\W_][\u0300-\u036f]*)+")
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # the same, for lower-cased ASCII text (faster)
 _K1 = 1.2
 _B = 0.75
 _TF_BITS = 8
@@ -209,15 +210,30 @@ def _fold(token: str) -> str:
     return term
 
 
+def _is_latin(c: str) -> bool:
+    return c < "\u0250" or "\u1e00" <= c <= "\u1eff"
+
+
+def _strip_latin_diacritics(token: str) -> str:
+    """``remove_diacritics 2``: marks go from Latin letters only ("é" → "e"; "ё", "ά" stay)."""
+    kept: list[str] = []
+    latin = False
+    for c in unicodedata.normalize("NFD", token):
+        if unicodedata.combining(c):
+            if latin:
+                continue
+        else:
+            latin = _is_latin(c)
+        kept.append(c)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
 def _fold_new(token: str) -> str:
     if token.isascii():
         return stem(token)
     if starts_cjk(token):  # a bigram or a lone character: kept as it is (kana keep ゛)
         return token
-    # remove_diacritics 2: the base letters; unicode61 also folds final sigma
-    plain = "".join(
-        c for c in unicodedata.normalize("NFD", token) if not unicodedata.combining(c)
-    ).replace("ς", "σ")
+    plain = _strip_latin_diacritics(token).replace("ς", "σ")  # unicode61 folds final sigma
     if plain.isascii():
         return stem(plain)
     # SQLite's stemmer works on UTF-8 bytes, a non-ASCII byte counting as a consonant
@@ -232,6 +248,8 @@ def _fold_new(token: str) -> str:
 
 def _tokens(text: str) -> list[str]:
     """``text`` split as unicode61 splits the store's segmented text, lower-cased, unfolded."""
+    if text.isascii():
+        return _ASCII_TOKEN.findall(text.lower())
     return _TOKEN.findall(segment(text).lower())
 
 
@@ -299,9 +317,12 @@ class Postings:
                 for code in self.postings[term]:
                     merged[code >> _TF_BITS] += code & _TF_MAX
             return [p << _TF_BITS | min(tf, _TF_MAX) for p, tf in sorted(merged.items())]
-        # a phrase: the turns holding its rarest bigram that hold the whole run
-        grams = [text[i : i + 2] for i in range(len(text) - 1)]
-        rarest = min(grams, key=lambda g: len(self.postings.get(g, ())))
+        # a phrase: the turns holding its rarest token that hold the whole run
+        # (its bigrams as FTS5 tokenizes them: "ン・" is the token ン)
+        tokens = _TOKEN.findall(" ".join(text[i : i + 2] for i in range(len(text) - 1)))
+        if not tokens:
+            return []
+        rarest = min(tokens, key=lambda t: len(self.postings.get(t, ())))
         out: list[int] = []
         for code in self.postings.get(rarest, ()):
             tf = _occurrences(text_of(code >> _TF_BITS), text)
