@@ -19,7 +19,9 @@ fresh `Message` copies (no token counts cached on them) through a fresh engine.
    ``Conversations.import_sync`` in batches of 1,000 (it stores the batches
    uncounted and counts only the newest messages, those the tail can hold: the
    rest is summarised at once; the background summary it schedules at the end is
-   waited for apart, untimed, and its time noted);
+   waited for apart, untimed, and its time noted; the full-text index is written
+   when the conversation is first searched, or by ``optimize_index``, which the
+   CLI's import and the build templates below use);
    LlamaIndex ``Memory.put_messages`` in
    batches of ``--li-batch`` (50: its fastest; it re-reads and re-counts the active
    queue on every put). Goal ≥ 20,000 messages/s.
