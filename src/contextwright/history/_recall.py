@@ -95,8 +95,8 @@ _HEADER = {
 class RecallSource(SourceBase):
     """Stored turns older than the window that bear on the message, packed to the allowance.
 
-    ``store`` is an `AsyncStore` (its ``read`` fills the turn index, which is
-    searched in process).
+    ``store`` is an `AsyncStore` (its ``read_outline`` fills the turn index, which
+    is searched in process).
     ``limit`` is the most turns shown (None: as many as fit). ``min_score`` drops
     full-text hits scoring below it. ``ranker`` orders the turns (give it an
     embedder for vector evidence). ``counter`` makes packing exact. ``fill``

@@ -684,6 +684,8 @@ class SQLiteStore(HistoryTables):
 
         English and CJK alike; the query is never parsed as FTS5 syntax. Only
         messages with ``seq < before_seq`` (if given) and a role in ``roles``.
+        The first search after appends indexes the conversation's new messages
+        (a write transaction; see `_indexed`), so it takes longer than the next.
         """
         rows = self._search(conversation, query, tenant, limit, before_seq, roles, MSG_COLUMNS)
         return [SearchHit(_rows.message(r[:-1]), r[-1]) for r in rows]
