@@ -768,3 +768,38 @@ def test_import_messages_inside_an_event_loop(tmp_path):
         assert asyncio.run(main()) == len(thread(30))
     finally:
         c.close()
+
+
+def test_a_tail_takes_in_what_another_connection_wrote(tmp_path):
+    """Two processes on one file (two stores here): each build sees the other's messages."""
+    db = tmp_path / "shared.db"
+    a = Conversations(ContextEngine(counter=H, budget=4000), SQLiteStore(db))
+    b = Conversations(ContextEngine(counter=H, budget=4000), SQLiteStore(db))
+    try:
+        a.append_sync(
+            "c", [Message.user("first from a"), Message.assistant("ok a")], tenant="t", user="u"
+        )
+        built = a.build_sync("c", "question one", tenant="t", user="u")  # a's tail is loaded
+        b.append_sync(
+            "c", [Message.user("written by b"), Message.assistant("ok b")], tenant="t", user="u"
+        )
+        built = a.build_sync("c", "question two", tenant="t", user="u")
+        texts = [m.text for m in built.messages]
+        assert "written by b" in texts
+        assert "ok b" in texts
+        # in stored order: b's turn after a's first question, before the new one
+        assert (
+            texts.index("question one") < texts.index("written by b") < texts.index("question two")
+        )
+        stored = [m.text for m in a.store.read("c", tenant="t")]
+        assert stored == [
+            "first from a",
+            "ok a",
+            "question one",
+            "written by b",
+            "ok b",
+            "question two",
+        ]
+    finally:
+        a.close()
+        b.close()
