@@ -803,3 +803,45 @@ def test_a_tail_takes_in_what_another_connection_wrote(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_a_tail_is_read_afresh_when_another_connection_wrote_much(tmp_path):
+    """After another process imports a long thread, a tail is reloaded, not fed every message."""
+    db = tmp_path / "bulk.db"
+    engine = ContextEngine(counter=H, budget=3000)
+    a = Conversations(engine, SQLiteStore(db))
+    b = Conversations(ContextEngine(counter=H, budget=3000), SQLiteStore(db))
+    try:
+        a.append_sync("c", thread(6), tenant="t", user="u")
+        a.build_sync("c", "before the import", tenant="t", user="u")
+        b.import_sync("c", thread(1200), tenant="t", user="u", batch_size=300)
+        b.wait_idle_sync()
+        reads: list[int] = []
+        real_read = a.store.read
+
+        def counting_read(*args, **kw):
+            reads.append(kw.get("after_seq", 0))
+            return real_read(*args, **kw)
+
+        a.store.read = counting_read  # type: ignore[method-assign]
+        built = a.build_sync("c", "after the import", tenant="t", user="u", store_message=False)
+        assert reads == []  # no read of every new message
+        fresh = Conversations(ContextEngine(counter=H, budget=3000), SQLiteStore(db))
+        try:
+            again = fresh.build_sync(
+                "c", "after the import", tenant="t", user="u", store_message=False
+            )
+            assert [(m.role, m.text) for m in built.messages] == [
+                (m.role, m.text) for m in again.messages
+            ]
+            ta, tf = a._tails[("t", "c")], fresh._tails[("t", "c")]
+            assert [m.seq for m in ta.messages] == [m.seq for m in tf.messages]
+            assert (ta.last_seq, ta.user_turns, ta.total_tokens, ta.covered_tokens) == (
+                tf.last_seq, tf.user_turns, tf.total_tokens, tf.covered_tokens,
+            )  # fmt: skip
+            assert ta.summary == tf.summary
+        finally:
+            fresh.close()
+    finally:
+        a.close()
+        b.close()

@@ -57,12 +57,15 @@ from .history import (
     check,
     readback_page,
 )
-from .storage import AsyncStore, SQLiteStore, Store, Summary
+from .storage import AsyncStore, ConversationInfo, SQLiteStore, Store, Summary
 
 __all__ = ["Conversations", "MemoryFlush"]
 
 T = TypeVar("T")
 _NO_OFFLOADS: tuple[Offload, ...] = ()
+# More new messages than this from another process, and a tail is read afresh (as
+# at a cold start) instead of taking in every one of them.
+_RELOAD_AFTER = 256
 
 
 class Conversations(_CompactionMixin):
@@ -492,37 +495,16 @@ class Conversations(_CompactionMixin):
         if tail is None:
             tail = Tail()
             if info is not None:
-                # Cold start (once per conversation per process): the summary, the
-                # newest messages after it, and the number of user turns so far.
-                tail.summary = await self.db.latest_summary(conversation, tenant=tenant)
-                msgs = await self.db.read_tail(
-                    conversation, tenant=tenant, max_tokens=2 * self.window_tokens,
-                    after_seq=tail.boundary, counter=self.engine.counter.name,
-                )  # fmt: skip
-                users = await self.db.count_messages(conversation, tenant=tenant, role="user")
-                before = users - sum(1 for m in msgs if m.role == "user")
-                covered = await self._covered_tokens(
-                    conversation, tenant, tail.summary, info.token_total
-                )
-                # Messages stored with no count (a bulk import cut short before its
-                # newest were counted) are counted now, and those counts stored.
-                uncounted = [m for m in msgs if not m._token_cache]
-                absorbed = self._absorb(tail, msgs, uncounted)
-                added = 0
-                if absorbed:
-                    ms, vs, ns = zip(*absorbed, strict=True)
-                    await self.db._run(
-                        functools.partial(self._store_counts, conversation, tenant, ms, vs, ns)
-                    )
-                    added = sum(ns)
-                with tail.lock:
-                    tail.user_turns += before
-                    tail.last_seq = info.last_seq
-                    tail.total_tokens = info.token_total + added
-                    tail.covered_tokens = covered
+                # cold start (once per conversation per process)
+                await self._load_tail(tail, conversation, tenant, info)
             self._tails[key] = tail
             return tail
         if info is not None and info.last_seq > tail.last_seq:
+            if info.last_seq - tail.last_seq > _RELOAD_AFTER:
+                # Much was written elsewhere (another process imported, say): read
+                # the tail afresh, as a new process would, instead of every message.
+                await self._load_tail(tail, conversation, tenant, info)
+                return tail
             # another process wrote: take its messages and any newer summary
             new = await self.db.read(conversation, tenant=tenant, after_seq=tail.last_seq)
             self._absorb(tail, new)
@@ -534,6 +516,46 @@ class Conversations(_CompactionMixin):
             ):
                 self._apply_summary(tail, latest)
         return tail
+
+    async def _load_tail(
+        self, tail: Tail, conversation: str, tenant: str, info: ConversationInfo
+    ) -> None:
+        """(Re)fill ``tail`` from the store: the summary, the newest messages after it, totals."""
+        summary = await self.db.latest_summary(conversation, tenant=tenant)
+        msgs = await self.db.read_tail(
+            conversation, tenant=tenant, max_tokens=2 * self.window_tokens,
+            after_seq=summary.upto_seq if summary else 0, counter=self.engine.counter.name,
+        )  # fmt: skip
+        users = await self.db.count_messages(conversation, tenant=tenant, role="user")
+        before = users - sum(1 for m in msgs if m.role == "user")
+        covered = await self._covered_tokens(conversation, tenant, summary, info.token_total)
+        with tail.lock:
+            newer = (
+                tail.summary
+                if tail.summary and summary and tail.summary.version > summary.version
+                else None
+            )
+            tail.messages.clear()
+            tail.tokens = tail.user_turns = tail.last_seq = 0
+            tail.summary = summary
+        # Messages stored with no count (a bulk import cut short before its newest
+        # were counted) are counted now, and those counts stored.
+        uncounted = [m for m in msgs if not m._token_cache]
+        absorbed = self._absorb(tail, msgs, uncounted)
+        added = 0
+        if absorbed:
+            ms, vs, ns = zip(*absorbed, strict=True)
+            await self.db._run(
+                functools.partial(self._store_counts, conversation, tenant, ms, vs, ns)
+            )
+            added = sum(ns)
+        with tail.lock:
+            tail.user_turns += before
+            tail.last_seq = max(tail.last_seq, info.last_seq)
+            tail.total_tokens = info.token_total + added
+            tail.covered_tokens = covered
+        if newer is not None:  # adopted meanwhile by a background summary of this process
+            self._apply_summary(tail, newer)
 
     async def _covered_tokens(
         self, conversation: str, tenant: str, summary: Summary | None, total: int
