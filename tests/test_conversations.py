@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -845,3 +846,36 @@ def test_a_tail_is_read_afresh_when_another_connection_wrote_much(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.parametrize("keep", [6, 60])
+def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep):
+    """keep_recent_messages beyond what the window shows must not make every build summarise.
+
+    A summary leaves the newest ``keep`` messages out, so only messages before them
+    count towards seed 002's trigger (10 messages): each new summary covers at least
+    that many more. With 60 kept and a window of about 70 short messages, every
+    build found one due and each covered two messages more.
+    """
+    config = CompactionConfig(keep_recent_messages=keep)
+    convs = Conversations(
+        ContextEngine(counter=H, budget=1500), SQLiteStore(tmp_path / "k.db"), compaction=config
+    )
+    msgs = []
+    for i in range(150):
+        msgs += [
+            Message.user(f"question {i} about topic {i} with some words to fill the space"),
+            Message.assistant(f"answer {i} " + "lorem ipsum dolor sit amet " * 3),
+        ]
+    convs.append_sync("c", msgs, tenant="t", user="u")
+    for i in range(20):
+        convs.build_sync("c", f"new question {i}", tenant="t", user="u")
+        convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")
+        convs.wait_idle_sync()
+    bounds = [s.upto_seq for s in convs.store.summaries("c", tenant="t")]
+    assert bounds == sorted(bounds)
+    steps = [b - a for a, b in itertools.pairwise(bounds)]
+    assert all(step >= config.summary_message_threshold for step in steps), bounds
+    last = convs.store.get_conversation("c", tenant="t").last_seq
+    assert last - bounds[-1] >= keep  # the newest are never summarised
+    convs.close()

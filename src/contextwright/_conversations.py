@@ -669,19 +669,29 @@ class Conversations(_CompactionMixin):
         """
         window = self._window_allowance(budget)
         counter, ov = self.engine.counter, self.engine.overhead
+        keep = self.compaction.keep_recent_messages
         outside_msgs = 0
-        acc = 0
+        acc = kept = 0
         with tail.lock:  # newest first, until the window is full (no copy of the tail)
             summary = tail.summary
+            n = len(tail.messages)
             oldest = tail.messages[0].seq or 0 if tail.messages else tail.last_seq + 1
+            full = False
             for k, m in enumerate(reversed(tail.messages)):
                 acc += count_message(counter, m, ov)
-                if acc > window:
-                    outside_msgs = len(tail.messages) - k
+                if k < keep:
+                    kept = acc  # the newest messages, which a summary must leave out
+                if not full and acc > window:
+                    full, outside_msgs = True, n - k
+                if full and k + 1 >= keep:
                     break
         summary_tokens = summary.tokens if summary else 0
         unsummarized = tail.unsummarized_tokens
-        outside = max(0, unsummarized - window)
+        # Only what a summary may cover counts towards the next one: not the newest
+        # ``keep_recent_messages``, even where the window cannot show them all
+        # (otherwise every build found a summary due that could cover almost nothing).
+        outside_msgs = min(outside_msgs, max(0, n - keep))
+        outside = min(max(0, unsummarized - window), max(0, unsummarized - kept))
         # Older unsummarised messages than the tail holds: by tokens, or by seq (a
         # bulk import leaves them uncounted, so the tokens cannot tell).
         boundary = summary.upto_seq if summary else 0
