@@ -848,14 +848,15 @@ def test_a_tail_is_read_afresh_when_another_connection_wrote_much(tmp_path):
         b.close()
 
 
-@pytest.mark.parametrize("keep", [6, 60])
-def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep):
+@pytest.mark.parametrize(("keep", "size"), [(6, 3), (60, 3), (20, 60), (60, 60)])
+def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size):
     """keep_recent_messages beyond what the window shows must not make every build summarise.
 
     A summary leaves the newest ``keep`` messages out, so only messages before them
     count towards seed 002's trigger (10 messages): each new summary covers at least
-    that many more. With 60 kept and a window of about 70 short messages, every
-    build found one due and each covered two messages more.
+    that many more. With 60 kept, every build found one due and each covered two
+    messages more: with short messages because the window shows fewer than 60,
+    with long ones (``size``) because the tail holds fewer than 60 too.
     """
     config = CompactionConfig(keep_recent_messages=keep)
     convs = Conversations(
@@ -865,7 +866,7 @@ def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep):
     for i in range(150):
         msgs += [
             Message.user(f"question {i} about topic {i} with some words to fill the space"),
-            Message.assistant(f"answer {i} " + "lorem ipsum dolor sit amet " * 3),
+            Message.assistant(f"answer {i} " + "lorem ipsum dolor sit amet " * size),
         ]
     convs.append_sync("c", msgs, tenant="t", user="u")
     for i in range(20):

@@ -670,33 +670,35 @@ class Conversations(_CompactionMixin):
         window = self._window_allowance(budget)
         counter, ov = self.engine.counter, self.engine.overhead
         keep = self.compaction.keep_recent_messages
-        outside_msgs = 0
         acc = kept = 0
-        with tail.lock:  # newest first, until the window is full (no copy of the tail)
+        in_window: int | None = None
+        with tail.lock:  # newest first, past the window and the kept ones (no copy)
             summary = tail.summary
             n = len(tail.messages)
-            oldest = tail.messages[0].seq or 0 if tail.messages else tail.last_seq + 1
-            full = False
+            last = tail.last_seq
             for k, m in enumerate(reversed(tail.messages)):
                 acc += count_message(counter, m, ov)
                 if k < keep:
                     kept = acc  # the newest messages, which a summary must leave out
-                if not full and acc > window:
-                    full, outside_msgs = True, n - k
-                if full and k + 1 >= keep:
+                if in_window is None and acc > window:
+                    in_window = k
+                if in_window is not None and k + 1 >= keep:
                     break
         summary_tokens = summary.tokens if summary else 0
         unsummarized = tail.unsummarized_tokens
-        # Only what a summary may cover counts towards the next one: not the newest
-        # ``keep_recent_messages``, even where the window cannot show them all
-        # (otherwise every build found a summary due that could cover almost nothing).
-        outside_msgs = min(outside_msgs, max(0, n - keep))
-        outside = min(max(0, unsummarized - window), max(0, unsummarized - kept))
-        # Older unsummarised messages than the tail holds: by tokens, or by seq (a
-        # bulk import leaves them uncounted, so the tokens cannot tell).
-        boundary = summary.upto_seq if summary else 0
-        if unsummarized > tail.tokens or oldest > boundary + 1:
-            outside_msgs = max(outside_msgs, self.compaction.summary_message_threshold)
+        # Seed 002's triggers count what lies outside the window and a summary may
+        # cover: not the newest ``keep_recent_messages``, even where the window
+        # cannot show them all (else every build found a summary due that could
+        # cover almost nothing). By seq (gapless), so that messages older than the
+        # tail count too, uncounted ones (a bulk import) included.
+        pending = max(0, last - (summary.upto_seq if summary else 0))
+        coverable = max(0, pending - keep)
+        outside_msgs = min(max(0, pending - (n if in_window is None else in_window)), coverable)
+        if n >= min(keep, pending):
+            coverable_tokens = max(0, unsummarized - kept)
+        else:  # the kept messages reach back past the tail: share the tokens evenly
+            coverable_tokens = unsummarized * coverable // pending
+        outside = min(max(0, unsummarized - window), coverable_tokens)
         return check(
             self.compaction, live_tokens=summary_tokens + unsummarized,
             unsummarized_messages=outside_msgs, unsummarized_tokens=outside,
