@@ -13,7 +13,7 @@ import textwrap
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from contextwright import (
@@ -728,6 +728,9 @@ def test_a_failing_import_still_counts_the_tail_of_what_it_stored(convs):
     # a tail smaller than the window: only the seqs can tell what it left out
     window_tokens=st.sampled_from([None, 300]),
 )
+# found by hypothesis: too few messages outside the window for seed 002's trigger,
+# all of them left uncounted by the import (the summary must still cover them)
+@example(units=7, batch=1, budget=600, window_tokens=300)
 def test_property_bulk_import_builds_what_a_counted_import_builds(
     tmp_path_factory, units, batch, budget, window_tokens
 ):
@@ -869,6 +872,7 @@ def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size):
             Message.assistant(f"answer {i} " + "lorem ipsum dolor sit amet " * size),
         ]
     convs.append_sync("c", msgs, tenant="t", user="u")
+    convs.wait_idle_sync()  # the bulk append's own summary first
     for i in range(20):
         convs.build_sync("c", f"new question {i}", tenant="t", user="u")
         convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")

@@ -395,9 +395,13 @@ class Conversations(_CompactionMixin):
 
     async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
         """After a bulk write: summarise what is outside the window now, in the
-        background, so that the first build does not have to."""
+        background, so that the first build does not have to. Below seed 002's
+        triggers too if the tail could not hold all that is not summarised: a bulk
+        import leaves those messages uncounted, for this summary to cover."""
         tail = await self._tail(conversation, tenant)
-        if self._check(tail, None).summary_due:
+        with tail.lock:
+            past_tail = tail.last_seq - tail.boundary > len(tail.messages)
+        if past_tail or self._check(tail, None).summary_due:
             self._schedule(conversation, tenant, user, routine=True)
 
     async def import_messages(
