@@ -14,6 +14,7 @@ FTS5 still reads differently are strict xfails at the end, so that a fix shows.
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -23,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright.history._postings import Postings, stem, text_terms
-from contextwright.storage._fts import match_query, query_units, segment
+from contextwright.storage._fts import _QUERY_TERM, match_query, query_units, segment
 
 K1, B = 1.2, 0.75  # FTS5's bm25() defaults, restated: the module's own constants may be wrong
 
@@ -180,12 +181,14 @@ def unit_tfs(turns: list[str], query: str) -> list[list[int]]:
         if kind == "word":
             (term,) = text_terms(text)
             tfs = [ts.count(term) for ts in terms]
-        elif kind == "gram":
-            tfs = [ts.count(text) for ts in terms]
+        elif kind == "gram":  # FTS5 tokenizes the quoted bigram: "の・" is the token の
+            tokens = re.findall(r"[^\W_]+", text)
+            tfs = [ts.count(tokens[0]) if len(tokens) == 1 else 0 for ts in terms]
         elif kind == "prefix":  # every term that starts with the character
             tfs = [sum(t.startswith(text) for t in ts) for ts in terms]
-        else:  # a phrase: the run's bigrams at consecutive positions
-            grams = [text[i : i + 2] for i in range(len(text) - 1)]
+        else:  # a phrase: the tokens of the run's bigrams at consecutive positions
+            # (FTS5 tokenizes the quoted bigrams: "の・" is the token の)
+            grams = re.findall(r"[^\W_]+", " ".join(text[i : i + 2] for i in range(len(text) - 1)))
             tfs = [sum(ts[i : i + len(grams)] == grams for i in range(len(ts))) for ts in terms]
         out.append(tfs)
     return out
@@ -293,6 +296,14 @@ def test_scores_are_fts5s_bm25(case: tuple[list[str], str, int]) -> None:
     assert_same_scores(got, fts5_search(turns, query, before))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(max_codepoint=127), max_size=400))
+def test_an_ascii_query_reads_as_the_general_pattern_reads_it(query: str) -> None:
+    # `query_units` takes a shortcut for ASCII text; the general pattern is the rule
+    words = [m.group("word") for m in _QUERY_TERM.finditer(query)]
+    assert query_units(query) == [("word", w) for w in dict.fromkeys(words)][:64]
+
+
 # -- limit and budget -----------------------------------------------------------------------
 
 
@@ -397,6 +408,10 @@ def test_text_terms_of_hard_cases(text: str) -> None:
         # FTS5 reads the phrase "ン・ ・ス" as the tokens ン ス
         pytest.param(["ジョン・スミス", "ジョン", "other"], "ン・ス", id="middle-dot-phrase"),
         pytest.param(["белый", "белыи", "x"], "белый", id="cyrillic-query"),
+        # the phrase "のの の・" is the tokens のの の, which "のの" holds too (hypothesis)
+        pytest.param(["のの", "のの", "のの・", "x"], "のの・", id="middle-dot-ends-a-phrase"),
+        # ン ス in a row, with no "ン・ス" in the text
+        pytest.param(["ジョン・・スミス", "ジョン", "other"], "ン・ス", id="middle-dots-apart"),
     ],
 )
 def test_search_of_hard_cases(turns: list[str], query: str) -> None:

@@ -276,6 +276,12 @@ def _occurrences(text: str, run: str) -> int:
     return n
 
 
+def _in_sequence(terms: list[str], run: list[str]) -> int:
+    """How often ``run`` occurs in ``terms`` at consecutive positions, overlaps included."""
+    k = len(run)
+    return sum(terms[i : i + k] == run for i in range(len(terms) - k + 1))
+
+
 class Postings:
     """Which turns (by position) hold each term, and how often; BM25 search over them."""
 
@@ -327,15 +333,22 @@ class Postings:
                 for code in self.postings[term]:
                     merged[code >> _TF_BITS] += code & _TF_MAX
             return [p << _TF_BITS | min(tf, _TF_MAX) for p, tf in sorted(merged.items())]
-        # a phrase: the turns holding its rarest token that hold the whole run
+        # a phrase: the turns holding its rarest token that hold the whole sequence
         # (its bigrams as FTS5 tokenizes them: "ン・" is the token ン)
-        tokens = _TOKEN.findall(" ".join(text[i : i + 2] for i in range(len(text) - 1)))
+        grams = [text[i : i + 2] for i in range(len(text) - 1)]
+        tokens = _TOKEN.findall(" ".join(grams))
         if not tokens:
             return []
         rarest = min(tokens, key=lambda t: len(self.postings.get(t, ())))
+        # Bigrams of letters follow one another only inside one run of the text,
+        # so the run itself is found. A character that is no letter (a katakana
+        # middle dot) makes shorter tokens that other text makes too ("の・" and
+        # "のの" end in the same の): those are matched as a sequence of terms.
+        whole = tokens == grams
         out: list[int] = []
         for code in self.postings.get(rarest, ()):
-            tf = _occurrences(text_of(code >> _TF_BITS), text)
+            turn = text_of(code >> _TF_BITS)
+            tf = _occurrences(turn, text) if whole else _in_sequence(text_terms(turn), tokens)
             if tf:
                 out.append(code & ~_TF_MAX | min(tf, _TF_MAX))
         return out
@@ -374,6 +387,9 @@ class Postings:
         scores: dict[int, float] = {}
         get = scores.get
         cut = before << _TF_BITS
+        # bm25's length norm k1 * (1 - b + b * length / avg), as fixed + per * length
+        fixed = _K1 * (1.0 - _B)
+        per = _K1 * _B / avg if avg else 0.0  # no terms at all: nothing to score
         for entries in lists:
             df = len(entries)
             if not df:
@@ -381,11 +397,11 @@ class Postings:
             idf = math.log((n_docs - df + 0.5) / (df + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
+            weight = idf * (_K1 + 1.0)
             for code in entries[: bisect.bisect_left(entries, cut)]:
                 p = code >> _TF_BITS
                 tf = code & _TF_MAX
-                norm = _K1 * (1.0 - _B + _B * lengths[p] / avg)
-                scores[p] = get(p, 0.0) + idf * tf * (_K1 + 1.0) / (tf + norm)
+                scores[p] = get(p, 0.0) + weight * tf / (tf + (fixed + per * lengths[p]))
         if len(scores) <= limit:
             return scores
         # best first, ties to the newer turn: positions newest first, then a stable

@@ -40,6 +40,7 @@ without spaces are indexed as whole runs (a known limit).
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from collections.abc import Iterable
@@ -58,6 +59,7 @@ _CJK_RUN = re.compile(f"[{_CJK}]+")
 # A query term: a CJK run, or a run of other letters and digits (as unicode61
 # sees tokens: underscore and punctuation separate).
 _QUERY_TERM = re.compile(f"(?P<cjk>[{_CJK}]+)|(?P<word>(?:(?![{_CJK}])[^\\W_])+)")
+_ASCII_TERM = re.compile(r"[A-Za-z0-9]+")  # the word of `_QUERY_TERM` in ASCII text
 _MAX_TERMS = 64  # see `query_units`
 
 
@@ -168,6 +170,9 @@ def query_units(query: str) -> list[tuple[str, str]]:
     should not make a search of thousands of terms. `match_query` writes them as FTS5; recall's in-process index
     (``history/_postings.py``) looks them up itself.
     """
+    if query.isascii():  # no CJK run: only words (a C scan, then one findall)
+        words = dict.fromkeys(_ASCII_TERM.findall(query))
+        return [("word", w) for w in itertools.islice(words, _MAX_TERMS)]
     units: list[tuple[str, str]] = []
     for m in _QUERY_TERM.finditer(query):
         cjk = m.group("cjk")
