@@ -185,3 +185,55 @@ def test_day_labels_and_month_names_do_not_follow_the_process_locale(monkeypatch
     from contextwright.history._rank import analyse
 
     assert analyse("What happened in May 2023?").months == {5}
+
+
+def _analyse_before(query: str, speakers: dict[str, str]) -> tuple[str, str, set[str], set[int]]:
+    """`analyse` as it was written first (one pass that copies every piece), kept as the
+    oracle for the version that only cuts the names out: the two must agree."""
+    from contextwright.history._rank import _MONTHS, _WORD, STOP_WORDS
+
+    words: list[str] = []
+    kept: list[str] = []
+    named: set[str] = set()
+    months: set[int] = set()
+    last = 0
+    for m in _WORD.finditer(query):
+        if m.start() < last:
+            continue
+        word = m.group(0)
+        low = word.lower()
+        kept.append(query[last : m.start()])
+        last = m.end()
+        if low in speakers and not word[0].islower():
+            named.add(speakers[low])
+            if query.startswith(("'s", "’s"), last):
+                last += 2
+            continue
+        kept.append(word)
+        month = _MONTHS.get(low)
+        if month is not None and word[0].isupper():
+            months.add(month)
+        if low not in STOP_WORDS:
+            words.append(word)
+    kept.append(query[last:])
+    if not words:
+        words = [w for w in _WORD.findall(query) if w.lower() not in speakers]
+    return " ".join(words), " ".join("".join(kept).split()), named, months
+
+
+_QUERY_PIECES = ["Caroline", "caroline", "Mel", "Melanie", "Will", "will", "'s", "’s", "s",
+                 "May", "may", "June", "2023", "1999", "the", "what", "did", "say", "pottery",
+                 "camping", "Kickboxing", "我", "上海", "?", "!", ",", "'", "’", " ", "  ", "\n"]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_QUERY_PIECES), max_size=24).map("".join))
+def test_analysis_cuts_only_the_named_speakers(query: str) -> None:
+    from contextwright.history._rank import analyse
+
+    speakers = {"caroline": "Caroline", "mel": "Melanie", "melanie": "Melanie", "will": "Will"}
+    got = analyse(query, speakers)
+    text, semantic, named, months = _analyse_before(query, speakers)
+    assert (got.text, got.semantic, set(got.speakers), set(got.months)) == (
+        text, semantic, named, months,
+    )  # fmt: skip

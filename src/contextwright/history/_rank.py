@@ -108,35 +108,42 @@ def analyse(query: str, speakers: Mapping[str, str] | None = None) -> QueryAnaly
     """
     speakers = speakers or {}
     words: list[str] = []
-    kept: list[str] = []  # the query without speaker names, for an embedder
+    cuts: list[tuple[int, int]] = []  # the speaker names, left out of ``semantic``
     named: set[str] = set()
     months: set[int] = set()
-    last = 0
+    skip = 0  # the end of a possessive "'s" after a name
     for m in _WORD.finditer(query):
-        if m.start() < last:  # the "s" of a possessive already skipped
+        if skip and m.start() < skip:  # the "s" of a possessive already cut
             continue
         word = m.group(0)
         low = word.lower()
-        kept.append(query[last : m.start()])
-        last = m.end()
         # a capital (or a script without case) tells "Will" the speaker from "will"
         if low in speakers and not word[0].islower():
             named.add(speakers[low])
-            if query.startswith(("'s", "’s"), last):
-                last += 2
+            end = m.end()
+            if query.startswith(("'s", "’s"), end):
+                end += 2
+            cuts.append((m.start(), end))
+            skip = end
             continue
-        kept.append(word)
         month = _MONTHS.get(low)
         if month is not None and word[0].isupper():
             months.add(month)
         if low not in STOP_WORDS:
             words.append(word)
-    kept.append(query[last:])
     if not words:
         # "What did she say?": better to search the function words than nothing
         words = [w for w in _WORD.findall(query) if w.lower() not in speakers]
     years = {int(y) for y in _YEAR.findall(query)}
-    semantic = " ".join("".join(kept).split())
+    kept = query
+    if cuts:  # the query without speaker names, for an embedder
+        pieces, last = [], 0
+        for start, end in cuts:
+            pieces.append(query[last:start])
+            last = end
+        pieces.append(query[last:])
+        kept = "".join(pieces)
+    semantic = " ".join(kept.split())
     return QueryAnalysis(
         " ".join(words), semantic, frozenset(named), frozenset(months), frozenset(years)
     )
