@@ -7,6 +7,7 @@ everything about files, processes and crashes uses files under ``tmp_path``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import inspect
 import json
@@ -29,9 +30,11 @@ from contextwright.storage import (
     MIGRATIONS,
     AsyncStore,
     CompactionEntry,
+    MessageOutline,
     SQLiteStore,
     Store,
     Summary,
+    _rows,
     default_db_path,
 )
 from contextwright.storage._fts import match_query, segment
@@ -159,6 +162,55 @@ def test_property_read_outline_matches_read(messages):
         assert [o.text for o in outlines if o.role != "tool"] == [
             m.text for m in stored if m.role != "tool"
         ]
+
+
+# Texts that look like the stored JSON around them: a quote, the tail `parts_json`
+# writes after one text part, escapes, control and non-ASCII characters.
+_PIECES = [
+    '"', "\\", ",", "}", "]", "type", "text", ":", "\n", "\x00", "\x1f", "é", "上", "😀", "a", " "
+]  # fmt: skip
+_TRICKY = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join) | st.sampled_from(
+    ['","type":"text"}]', '"}],[{"text":"', "\\u0022", '\\"']
+)
+
+
+@given(st.lists(_TRICKY, min_size=1, max_size=3))
+def test_property_read_outline_reads_any_text_back(texts):
+    """One text part takes the direct reading, several the JSON one: both give the text."""
+    with SQLiteStore(":memory:") as s:
+        one = [Message.user(t) for t in texts]
+        several = Message("assistant", tuple(TextPart(t) for t in texts))
+        s.append("c", [*one, several], tenant=T, user="u")
+        outlines = s.read_outline("c", tenant=T)
+        assert [o.text for o in outlines] == [*texts, "\n".join(texts)]
+        assert outlines == [_outline_of(m) for m in s.read("c", tenant=T)]
+
+
+def _outline_of(m: Message) -> MessageOutline:
+    return MessageOutline(
+        m.seq or 0, m.role, None, "", len(m.text), m.text, tuple(c.name for c in m.tool_calls),
+        m.name, m.created_at,
+    )  # fmt: skip
+
+
+@given(
+    st.tuples(
+        st.integers(0, 2**63 - 1), st.sampled_from(["user", "assistant", "tool", "system"]),
+        st.none() | st.integers(0, 10**6), st.text(max_size=5), st.integers(0, 10**6),
+        st.text(max_size=5), st.lists(st.text(max_size=3), max_size=3).map(tuple),
+        st.none() | st.text(max_size=5), st.none() | st.floats(0, 2e9),
+    )
+)  # fmt: skip
+def test_property_outlines_built_from_rows_are_constructed_ones(values):
+    """`_rows` builds outlines through their slots: the same object the constructor makes."""
+    made = _rows._make_outline(*values)
+    built = MessageOutline(*values)
+    assert made == built
+    assert hash(made) == hash(built)
+    assert repr(made) == repr(built)
+    assert dataclasses.replace(made, seq=1) == dataclasses.replace(built, seq=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.seq = 2  # type: ignore[misc]
 
 
 @given(conversations(max_units=10))
