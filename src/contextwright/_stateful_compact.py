@@ -57,6 +57,7 @@ class _CompactionMixin:
     if TYPE_CHECKING:
 
         def _view(self, message: Message) -> tuple[Message, Sequence[Offload]]: ...
+        def _inline(self) -> bool: ...
         def _apply_summary(self, tail: Tail, summary: Summary) -> None: ...
         async def _tail(self, conversation: str, tenant: str) -> Tail: ...
         def _window_allowance(self, budget: Budget | int | None) -> int: ...
@@ -198,7 +199,11 @@ class _CompactionMixin:
                 if outliner is not None and not flush
                 else self.summarizer.summarize(newest, **kw)  # first is 0 here
             )
-            draft = await (asyncio.wrap_future(self._bg.submit(runner)) if wait else runner)
+            # Waited for by an async caller: on the background thread, so that the
+            # rules' CPU time does not hold up the caller's event loop. The sync API's
+            # private loop serves only this call: the rules run on it, with no hops.
+            hop = wait and not self._inline()
+            draft = await (asyncio.wrap_future(self._bg.submit(runner)) if hop else runner)
             content, method = draft.content, draft.method
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,
