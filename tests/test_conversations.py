@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -237,6 +238,9 @@ def test_compact_lets_a_running_background_summary_land_first(tmp_path):
     convs.summarizer = Slow()
     msgs = thread(60)
     convs.append_sync("c", msgs, tenant="t", user="u")
+    deadline = time.monotonic() + 10
+    while not started and time.monotonic() < deadline:  # it has begun summarising
+        time.sleep(0.001)
     result = convs.compact_sync("c", tenant="t", user="u")
     convs.wait_idle_sync()
     routine, forced = convs.store.summaries("c", tenant="t")
@@ -248,6 +252,74 @@ def test_compact_lets_a_running_background_summary_land_first(tmp_path):
     for s in (routine, forced):
         after = convs.store.token_total("c", tenant="t", after_seq=s.upto_seq)[1]
         assert s.meta["covered_tokens"] == total - after
+    convs.close()
+
+
+@pytest.mark.parametrize("preview", [False, True])
+def test_a_background_summary_not_yet_begun_gives_way_to_compact(tmp_path, preview):
+    """compact(force) summarises all a routine summary would: one not yet begun stands down."""
+    engine = ContextEngine(counter=H, budget=3000)
+    cfg = CompactionConfig.preset("development")
+    convs = Conversations(engine, SQLiteStore(tmp_path / "y.db"), compaction=cfg)
+    release = threading.Event()
+
+    async def hold() -> None:  # keeps the background thread busy until released
+        release.wait(10)
+
+    class Told(set):
+        def add(self, key):  # compact has said to give way: let the summary start
+            super().add(key)
+            release.set()
+
+    convs._yield_to = Told()
+    held = convs._bg.submit(hold())
+    msgs = thread(60)
+    convs.append_sync("c", msgs, tenant="t", user="u")  # schedules a routine summary
+    assert convs._jobs, "the bulk append scheduled no background summary"
+    if preview:
+        threading.Timer(0.2, release.set).start()  # a preview does not tell it to give way
+    result = convs.compact_sync("c", tenant="t", user="u", preview=preview)
+    convs.wait_idle_sync()
+    held.result(5)
+    log = convs.store.compactions("c", tenant="t")
+    summaries = convs.store.summaries("c", tenant="t")
+    if preview:  # the routine summary ran; the preview wrote nothing
+        assert [e.urgency for e in log] == ["routine"]
+        assert len(summaries) == 1
+        assert not result.applied
+    else:  # one compaction, no routine summary before it
+        assert [e.urgency for e in log] != ["routine"]
+        assert len(log) == 1
+        assert [s.version for s in summaries] == [result.summary_version] == [1]
+        assert result.original_count == len(msgs)
+        assert result.upto_seq == summaries[0].upto_seq
+        assert not convs._yield_to
+    assert len(convs.store.read("c", tenant="t")) == len(msgs)  # nothing lost
+    convs.close()
+
+
+def test_a_background_summary_told_after_its_outline_writes_nothing(tmp_path):
+    """The second place a background summary gives way: after reading the outlines."""
+    engine = ContextEngine(counter=H, budget=3000)
+    cfg = CompactionConfig.preset("development")
+    store = SQLiteStore(tmp_path / "z.db")
+    convs = Conversations(engine, store, compaction=cfg)
+    read_outline = store.read_outline
+
+    def told_meanwhile(conversation, **kw):  # as if compact arrived during the read
+        convs._yield_to.add((kw["tenant"], conversation))
+        return read_outline(conversation, **kw)
+
+    store.read_outline = told_meanwhile  # type: ignore[method-assign]
+    convs.append_sync("c", thread(60), tenant="t", user="u")
+    convs.wait_idle_sync()
+    assert convs.store.summaries("c", tenant="t") == []
+    assert convs.store.compactions("c", tenant="t") == []
+    store.read_outline = read_outline  # type: ignore[method-assign]
+    convs._yield_to.clear()
+    result = convs.compact_sync("c", tenant="t", user="u")
+    assert result.applied
+    assert [s.version for s in convs.store.summaries("c", tenant="t")] == [1]
     convs.close()
 
 

@@ -107,6 +107,8 @@ class Conversations(_CompactionMixin):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
         self._jobs: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
+        # conversations whose background summary is to give way to a forced compaction
+        self._yield_to: set[tuple[str, str]] = set()
         # The stateful default recalls sparingly, so that a turn stays cheap however
         # long the conversation: a few dozen full-text hits, no second (feedback)
         # search, and only the rarest terms, up to 200 postings in all (BM25 scores

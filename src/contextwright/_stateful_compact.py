@@ -41,6 +41,10 @@ MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 Offload = tuple[str, str, str, float]
 
 
+class _StoodDown(Exception):
+    """A background summary gave way to a forced compaction (see `compact`)."""
+
+
 class _CompactionMixin:
     """`Conversations`' summaries and compaction (its attributes are declared here for typing)."""
 
@@ -52,6 +56,7 @@ class _CompactionMixin:
     clock: Callable[[], float]
     _tails: dict[tuple[str, str], Tail]
     _jobs: dict[tuple[str, str], concurrent.futures.Future[None]]
+    _yield_to: set[tuple[str, str]]
     _bg: Background
 
     if TYPE_CHECKING:
@@ -77,8 +82,10 @@ class _CompactionMixin:
             try:
                 await self._compact(
                     conversation, tenant, user, tail, None, wait=False, routine=routine,
-                    prompt=False,
+                    prompt=False, background=True,
                 )  # fmt: skip
+            except _StoodDown:
+                pass  # a forced compaction waiting for this job covers what it would have
             finally:
                 self._jobs.pop(key, None)
 
@@ -87,7 +94,7 @@ class _CompactionMixin:
     async def _compact(
         self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
         *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
-        explicit: bool = False, prompt: bool = True,
+        explicit: bool = False, prompt: bool = True, background: bool = False,
     ) -> CompactionResult:  # fmt: skip
         """Summarise early turns into a new summary version and log it.
 
@@ -101,7 +108,15 @@ class _CompactionMixin:
         (a background job drops its result: its ``compacted_messages`` hold only the
         summary). Decoding every stored message, its tool results above all, was
         most of a compaction's cost.
+
+        A ``background`` job gives way (raises `_StoodDown`, having written nothing)
+        when a forced compaction of the conversation is waiting for it: checked
+        before it reads the outlines and again before it reads messages in full and
+        summarises.
         """
+        key = (tenant, conversation)
+        if background and key in self._yield_to:
+            raise _StoodDown
         counter = self.engine.counter
         with tail.lock:  # one snapshot: a summary adopted meanwhile must not be counted twice
             before_summary, covered_before = tail.summary, tail.covered_tokens
@@ -166,6 +181,8 @@ class _CompactionMixin:
                 f"{unknown} covered message(s) stored without a token count (bulk import) "
                 "are not in the token figures",
             )
+        if background and key in self._yield_to:
+            raise _StoodDown  # nothing written yet; the summarising is still to come
         flush = (
             cut > 0
             and self.memory_flush is not None
@@ -302,15 +319,26 @@ class _CompactionMixin:
         preview: bool = False, force: bool = True,
     ) -> CompactionResult:  # fmt: skip
         """Compact now (``preview``: compute without writing). ``force`` summarises even under the soft threshold."""
-        tail = await self._tail(conversation, tenant)
-        if await self.db.get_conversation(conversation, tenant=tenant) is None:
-            raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
-        running = self._jobs.get((tenant, conversation))
-        if running is not None:
-            # A background summary is under way (a bulk import schedules one): let it
-            # land and compact what follows it. Racing it summarised the same messages
-            # twice, each half slowed by the other, and could count them twice.
-            await asyncio.wait([asyncio.wrap_future(running)])
+        # A background summary may be under way (a bulk import schedules one). A
+        # forced compaction summarises all it would (everything but the newest
+        # ``keep_recent_messages``), so it is told at once to give way: it stands
+        # down if it has not begun summarising. Otherwise it lands and this compacts
+        # what follows it. Racing it summarised the same messages twice, each half
+        # slowed by the other, and could count them twice.
+        key = (tenant, conversation)
+        yielding = force and not preview and key not in self._yield_to
+        if yielding:
+            self._yield_to.add(key)
+        try:
+            tail = await self._tail(conversation, tenant)
+            if await self.db.get_conversation(conversation, tenant=tenant) is None:
+                raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
+            running = self._jobs.get(key)
+            if running is not None:
+                await asyncio.wait([asyncio.wrap_future(running)])
+        finally:
+            if yielding:
+                self._yield_to.discard(key)
         return await self._compact(
             conversation, tenant, user, tail, None, wait=True, preview=preview, force=force
         )
