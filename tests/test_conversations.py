@@ -80,6 +80,12 @@ def convs(tmp_path):
     c.close()
 
 
+def development(store: SQLiteStore) -> Conversations:
+    """Conversations over ``store``: heuristic counts, budget 3,000, the development preset."""
+    engine = ContextEngine(counter=H, budget=3000)
+    return Conversations(engine, store, compaction=CompactionConfig.preset("development"))
+
+
 def test_append_then_build_uses_the_stored_history(convs):
     stored = convs.append_sync("c1", thread(3), tenant="t", user="u")
     assert [m.seq for m in stored] == list(range(1, len(stored) + 1))
@@ -220,9 +226,7 @@ def test_memory_flush_hook_sees_what_leaves_the_prompt(tmp_path):
 
 def test_compact_lets_a_running_background_summary_land_first(tmp_path):
     """A bulk import schedules a summary; compacting meanwhile must not race it (count twice)."""
-    engine = ContextEngine(counter=H, budget=3000)
-    cfg = CompactionConfig.preset("development")
-    convs = Conversations(engine, SQLiteStore(tmp_path / "r.db"), compaction=cfg)
+    convs = development(SQLiteStore(tmp_path / "r.db"))
     rules = convs.summarizer
     started: list[int] = []
 
@@ -258,9 +262,7 @@ def test_compact_lets_a_running_background_summary_land_first(tmp_path):
 @pytest.mark.parametrize("preview", [False, True])
 def test_a_background_summary_not_yet_begun_gives_way_to_compact(tmp_path, preview):
     """compact(force) summarises all a routine summary would: one not yet begun stands down."""
-    engine = ContextEngine(counter=H, budget=3000)
-    cfg = CompactionConfig.preset("development")
-    convs = Conversations(engine, SQLiteStore(tmp_path / "y.db"), compaction=cfg)
+    convs = development(SQLiteStore(tmp_path / "y.db"))
     release = threading.Event()
 
     async def hold() -> None:  # keeps the background thread busy until released
@@ -300,10 +302,8 @@ def test_a_background_summary_not_yet_begun_gives_way_to_compact(tmp_path, previ
 
 def test_a_background_summary_told_after_its_outline_writes_nothing(tmp_path):
     """The second place a background summary gives way: after reading the outlines."""
-    engine = ContextEngine(counter=H, budget=3000)
-    cfg = CompactionConfig.preset("development")
     store = SQLiteStore(tmp_path / "z.db")
-    convs = Conversations(engine, store, compaction=cfg)
+    convs = development(store)
     read_outline = store.read_outline
 
     def told_meanwhile(conversation, **kw):  # as if compact arrived during the read
@@ -325,10 +325,8 @@ def test_a_background_summary_told_after_its_outline_writes_nothing(tmp_path):
 
 def test_compaction_reads_in_full_only_what_it_uses(tmp_path):
     """Planned from outlines; read in full: the kept messages and the newest turns the rules read."""
-    engine = ContextEngine(counter=H, budget=3000)
-    cfg = CompactionConfig.preset("development")
     store = CountingStore(tmp_path / "o.db")
-    convs = Conversations(engine, store, compaction=cfg)
+    convs = development(store)
     msgs = thread(100)
     for i in range(0, len(msgs), 5):  # small batches: no background summary
         convs.append_sync("c", msgs[i : i + 5], tenant="t", user="u")
@@ -336,7 +334,7 @@ def test_compaction_reads_in_full_only_what_it_uses(tmp_path):
     result = convs.compact_sync("c", tenant="t", user="u")
     assert result.applied
     assert result.original_count == len(msgs)
-    assert result.retained_count == cfg.keep_recent_messages
+    assert result.retained_count == convs.compaction.keep_recent_messages
     newest = convs.summarizer.full_messages([m.role for m in msgs[: result.upto_seq]])
     assert sum(store.read_sizes) == newest + result.retained_count < len(msgs) // 4
     # a background summary drops its result: it does not read the kept messages
@@ -348,7 +346,7 @@ def test_compaction_reads_in_full_only_what_it_uses(tmp_path):
     newest = convs.summarizer.full_messages([m.role for m in msgs[: summary.upto_seq]])
     assert store.read_sizes == [newest]
     # messages stored without counts are read and counted: the same compaction
-    raw = Conversations(engine, SQLiteStore(tmp_path / "raw.db"), compaction=cfg)
+    raw = development(SQLiteStore(tmp_path / "raw.db"))
     raw.store.append("c", msgs, tenant="t", user="u")
     again = raw.compact_sync("c", tenant="t", user="u")
     assert again.summary == result.summary
