@@ -662,7 +662,7 @@ class Phases:
     def __init__(self, conv: Conversations) -> None:
         self.on = False
         self.ms: dict[str, list[float]] = {"_tail": [], "_check": [], "store message": []}
-        tail, chk, app = conv._tail, conv._check, conv.append
+        tail, chk, app = conv._tail, conv._check, conv._append
 
         async def _tail(*a: Any, **k: Any) -> Any:
             t = time.perf_counter()
@@ -688,7 +688,7 @@ class Phases:
                 if self.on:
                     self.ms["store message"].append((time.perf_counter() - t) * 1e3)
 
-        conv._tail, conv._check, conv.append = _tail, _check, append  # type: ignore[method-assign]
+        conv._tail, conv._check, conv._append = _tail, _check, append  # type: ignore[method-assign]
 
 
 STORE_CALLS = (

@@ -954,3 +954,213 @@ def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size):
     last = convs.store.get_conversation("c", tenant="t").last_seq
     assert last - bounds[-1] >= keep  # the newest are never summarised
     convs.close()
+
+
+def _zebra_thread(n: int) -> list[Message]:
+    return [
+        m
+        for i in range(n)
+        for m in (Message.user(f"question {i} about zebra{i}"), Message.assistant(f"answer {i}"))
+    ]
+
+
+def test_recall_index_catches_up_between_turns(tmp_path):
+    """The reply's append indexes the turn in the background; the next build indexes nothing."""
+    engine = ContextEngine(counter=H, budget=1200)
+    store = SQLiteStore(tmp_path / "i.db")
+    convs = Conversations(engine, store)
+    recall = convs._recall
+    assert recall is not None
+    convs.append_sync("c", _zebra_thread(120), tenant="t", user="u")
+    convs.wait_idle_sync()
+    assert not recall.has_index("c", "t")
+    convs.append_sync("c", [Message.assistant("one more")], tenant="t", user="u")
+    convs.wait_idle_sync()
+    assert not recall.has_index("c", "t")  # catching up never loads a whole conversation
+    convs.build_sync("c", "what about zebra3?", tenant="t", user="u")  # the first load
+    index = recall._indexes[("t", "c")]
+    added: list[int] = []
+    real_add = index.add
+
+    def recording_add(messages):
+        messages = list(messages)
+        added.extend(m.seq for m in messages if m.seq > index.last_seq)
+        return real_add(messages)
+
+    index.add = recording_add  # type: ignore[method-assign]
+    for i in range(4):
+        stored = convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")
+        convs.wait_idle_sync()
+        # the build's own message and this reply, indexed off the build's path
+        assert index.last_seq == stored[-1].seq
+        added.clear()
+        built = convs.build_sync("c", f"and zebra{i + 5}?", tenant="t", user="u")
+        assert added == []
+        assert f"question {i + 5} about zebra{i + 5}" in "\n".join(m.text for m in built.messages)
+    assert [t.seq for t in index.turns] == sorted({t.seq for t in index.turns})
+    convs.close()
+
+
+def test_recall_catch_up_leaves_a_long_gap_to_the_next_build(tmp_path):
+    engine = ContextEngine(counter=H, budget=1200)
+    convs = Conversations(engine, SQLiteStore(tmp_path / "g.db"))
+    recall = convs._recall
+    assert recall is not None
+    convs.append_sync("c", _zebra_thread(60), tenant="t", user="u")
+    convs.build_sync("c", "what about zebra3?", tenant="t", user="u")
+    index = recall._indexes[("t", "c")]
+    before = index.last_seq
+    stored = convs.append_sync("c", _zebra_thread(40), tenant="t", user="u")  # bulk
+    recent = convs._tails[("t", "c")].snapshot()[0]
+    assert not asyncio.run(recall.catch_up("c", "t", recent, most=10))
+    assert index.last_seq == before
+    assert asyncio.run(recall.catch_up("c", "t", recent, most=200))
+    assert index.last_seq == stored[-1].seq
+    convs.close()
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    turns=st.lists(
+        st.tuples(st.integers(0, 149), st.integers(0, 3), st.booleans()), min_size=1, max_size=12
+    )
+)
+def test_property_background_indexing_builds_what_indexing_in_the_build_builds(
+    tmp_path_factory, turns
+):
+    """Recall's blocks are the same whether new turns are indexed between turns or in the build.
+
+    Each turn asks about an old zebra, gets 0-3 replies, and maybe waits for the
+    background (when it does not, the build and the catch-up race for the index).
+    """
+    d = tmp_path_factory.mktemp("bg")
+    # no summaries: those run in the background too, and when is a race of its own
+    never = CompactionConfig(
+        soft_threshold_tokens=10**9, hard_threshold_tokens=10**9,
+        summary_message_threshold=10**9, summary_token_threshold=10**9,
+    )  # fmt: skip
+    runs: list[list[str]] = []
+    for background in (True, False):  # the same prompts, turn by turn
+        convs = Conversations(
+            ContextEngine(counter=H, budget=900), SQLiteStore(d / f"{background}.db"),
+            compaction=never,
+        )  # fmt: skip
+        if not background:
+            convs._index_later = lambda *a: None  # type: ignore[method-assign]
+        convs.append_sync("c", _zebra_thread(300), tenant="t", user="u")  # most beyond the tail
+        convs.wait_idle_sync()
+        blocks: list[str] = []
+        for ask, replies, wait in turns:
+            built = convs.build_sync("c", f"what about zebra{ask}?", tenant="t", user="u")
+            blocks.append("\n".join(m.text for m in built.messages))
+            for r in range(replies):
+                convs.append_sync(
+                    "c", [Message.assistant(f"reply {ask} {r}")], tenant="t", user="u"
+                )
+            if wait:
+                convs.wait_idle_sync()
+        convs.wait_idle_sync()
+        if background:
+            recall = convs._recall
+            assert recall is not None
+            index = recall._indexes[("t", "c")]
+            stored = convs.store.read("c", tenant="t")
+            seqs = [m.seq for m in stored if m.role in ("user", "assistant")]
+            # all of it once a reply ended the last turn; else perhaps not that build's message
+            assert index.seqs == seqs[: len(index.seqs)]
+            assert len(seqs) - len(index.seqs) <= (0 if turns[-1][1] else 1)
+        runs.append(blocks)
+        convs.close()
+    assert any("Earlier turns of this conversation" in p for p in runs[0])  # recall at work
+    assert runs[0] == runs[1]
+
+
+def test_catch_up_on_another_thread_while_builds_read_the_index(tmp_path):
+    """A thread catching the index up as fast as it can never changes what builds recall."""
+    never = CompactionConfig(
+        soft_threshold_tokens=10**9, hard_threshold_tokens=10**9,
+        summary_message_threshold=10**9, summary_token_threshold=10**9,
+    )  # fmt: skip
+
+    def run(name: str, hammering: bool) -> list[str]:
+        convs = Conversations(
+            ContextEngine(counter=H, budget=1200), SQLiteStore(tmp_path / name), compaction=never
+        )
+        recall = convs._recall
+        assert recall is not None
+        convs._index_later = lambda *a: None  # type: ignore[method-assign]
+        convs.append_sync("c", _zebra_thread(400), tenant="t", user="u")  # most beyond the tail
+        prompts = [convs.build_sync("c", "what about zebra1?", tenant="t", user="u")]
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def hammer() -> None:
+            loop = asyncio.new_event_loop()
+            try:
+                while not stop.is_set():
+                    recent = convs._tails[("t", "c")].snapshot()[0]
+                    loop.run_until_complete(recall.catch_up("c", "t", recent))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+            finally:
+                loop.close()
+
+        worker = threading.Thread(target=hammer)
+        if hammering:
+            worker.start()
+        try:
+            for i in range(30):
+                prompts.append(convs.build_sync("c", f"what about zebra{i}?", tenant="t", user="u"))
+                convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")
+        finally:
+            stop.set()
+            if hammering:
+                worker.join()
+        assert errors == []
+        index = recall._indexes[("t", "c")]
+        stored = convs.store.read("c", tenant="t")
+        seqs = [m.seq for m in stored if m.role in ("user", "assistant")]
+        assert index.seqs == seqs[: len(index.seqs)]
+        convs.close()
+        return ["\n".join(m.text for m in built.messages) for built in prompts]
+
+    quiet = run("quiet.db", False)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show up
+    try:
+        hammered = run("hammered.db", True)
+    finally:
+        sys.setswitchinterval(interval)
+    assert sum("question 5 about zebra5" in p for p in quiet) >= 1  # recall is at work
+    assert hammered == quiet
+
+
+def test_builds_and_catch_up_take_the_index_lock(tmp_path):
+    """Recall reads and extends an index only under its lock (what makes the race above safe)."""
+    convs = Conversations(ContextEngine(counter=H, budget=1200), SQLiteStore(tmp_path / "l.db"))
+    recall = convs._recall
+    assert recall is not None
+    convs.append_sync("c", _zebra_thread(400), tenant="t", user="u")
+    convs.build_sync("c", "what about zebra1?", tenant="t", user="u")
+    convs.wait_idle_sync()
+    stored = convs.store.append("c", [Message.assistant("late reply")], tenant="t", user="u")
+    recent = convs.store.read("c", tenant="t", after_seq=stored[0].seq - 2)
+
+    def catch_up() -> None:
+        asyncio.run(recall.catch_up("c", "t", recent))
+
+    def build() -> None:
+        convs.build_sync("c", "what about zebra2?", tenant="t", user="u")
+
+    for work in (catch_up, build):
+        with recall._lock:
+            worker = threading.Thread(target=work)
+            worker.start()
+            worker.join(0.3)
+            assert worker.is_alive(), f"{work.__name__} did not wait for the index lock"
+        worker.join(10)
+        assert not worker.is_alive()
+    assert recall._indexes[("t", "c")].last_seq >= stored[0].seq
+    convs.close()

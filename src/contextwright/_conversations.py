@@ -122,6 +122,8 @@ class Conversations(_CompactionMixin):
             counter=engine.counter,
         )  # fmt: skip
         self._extra = [recall_source] if recall else []
+        self._recall = recall_source if recall else None
+        self._indexing: set[tuple[str, str]] = set()  # conversations with an index job pending
 
     def _inline(self) -> bool:
         """Whether this runs on the sync API's private loop (store calls run inline there)."""
@@ -289,10 +291,52 @@ class Conversations(_CompactionMixin):
         user: str = "anonymous",
     ) -> list[Message]:
         """Store ``messages`` (oldest first); returns them with their sequence numbers."""
+        return await self._append(conversation, messages, tenant, user, index_later=True)
+
+    async def _append(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        tenant: str,
+        user: str,
+        *,
+        index_later: bool,
+    ) -> list[Message]:
+        """`append`; ``index_later`` brings recall's turn index up to date in the
+        background (see `_index_later`): not for a build's own message, whose turn
+        is still being built."""
         stored = await self._write(conversation, messages, tenant, user)
         if len(stored) >= self.compaction.summary_message_threshold:
             await self._summarise_if_due(conversation, tenant, user)
+        elif index_later:
+            self._index_later(conversation, tenant)
         return stored
+
+    def _index_later(self, conversation: str, tenant: str) -> None:
+        """Index the conversation's new turns for recall on the background thread.
+
+        An append that is not a build's own message (the assistant's reply, a tool
+        result) usually ends a turn: the conversation waits for the user. The turns
+        stored since recall last looked are indexed then, so that the next build
+        finds its index up to date instead of indexing them on its own time (about
+        a tenth of a default build at 10,000 messages). Only a conversation whose
+        index is in memory and at most a few turns behind is caught up (see
+        `RecallSource.catch_up`); one job per conversation is pending at a time.
+        A build that comes first indexes what is missing itself, as before.
+        """
+        recall = self._recall
+        key = (tenant, conversation)
+        if recall is None or key in self._indexing or not recall.has_index(conversation, tenant):
+            return
+        self._indexing.add(key)
+
+        async def job() -> None:
+            self._indexing.discard(key)  # an append from now on schedules another
+            tail = self._tails.get(key)
+            recent = tail.snapshot()[0] if tail is not None else []
+            await recall.catch_up(conversation, tenant, recent)
+
+        self._bg.submit(job())
 
     async def _write(
         self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str
@@ -640,10 +684,10 @@ class Conversations(_CompactionMixin):
         # sync API the store runs inline, so it is simply stored first.
         storing: asyncio.Future[list[Message]] | None = None
         if store_message and self._inline():
-            await self.append(conversation, [current], tenant=tenant, user=user)
+            await self._append(conversation, [current], tenant, user, index_later=False)
         elif store_message:
             storing = asyncio.ensure_future(
-                self.append(conversation, [current], tenant=tenant, user=user)
+                self._append(conversation, [current], tenant, user, index_later=False)
             )
         try:
             built = await self.engine.build(
@@ -786,6 +830,8 @@ class Conversations(_CompactionMixin):
         self._grow_tail(conversation, tenant, stored, views, tokens)
         if bulk and len(stored) >= self.compaction.summary_message_threshold:
             self._run(self._summarise_if_due(conversation, tenant, user))
+        else:
+            self._index_later(conversation, tenant)
         return stored
 
     def import_sync(

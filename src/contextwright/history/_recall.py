@@ -53,7 +53,7 @@ from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
 from ..sources._templates import templates_for
 from ..storage import MessageOutline
-from ._rank import IndexedTurn, TurnIndex, TurnRanker, analyse
+from ._rank import IndexedTurn, QueryAnalysis, TurnIndex, TurnRanker, analyse
 
 __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
 
@@ -84,6 +84,11 @@ class SearchesMessages(Protocol):
         self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
     ) -> Awaitable[list[MessageOutline]]: ...
 
+
+# `RecallSource.catch_up` leaves an index further behind than this to the next fetch
+# (a bulk import is indexed when the conversation is next searched, not in the
+# background, where it would hold the index's lock for long).
+_CATCH_UP_MOST = 64
 
 _HEADER = {
     "en": "Earlier turns of this conversation related to the current message (verbatim; most relevant days first):",
@@ -127,6 +132,9 @@ class RecallSource(SourceBase):
         self._indexes: OrderedDict[tuple[str, str], TurnIndex] = OrderedDict()
         self._loading: dict[tuple[str, str], asyncio.Future[None]] = {}
         self._embed_lock = threading.Lock()
+        # Guards the turn indexes: a background job (`catch_up`) may extend one while
+        # a fetch on another thread reads it. Never held across an await.
+        self._lock = threading.Lock()
         self._costs: dict[tuple[str, str], int] = {}
 
     @classmethod
@@ -151,38 +159,65 @@ class RecallSource(SourceBase):
         """Bring the conversation's turn index up to date now (and embed new turns)."""
         return await self._refresh(conversation, tenant, locale)
 
+    def has_index(self, conversation: str, tenant: str = "default") -> bool:
+        """Whether the conversation's turn index is in memory (read from the store once)."""
+        return (tenant, conversation) in self._indexes
+
+    async def catch_up(
+        self, conversation: str, tenant: str = "default", recent: Sequence[Message] = (),
+        *, most: int = _CATCH_UP_MOST,
+    ) -> bool:  # fmt: skip
+        """Index the turns stored since the index last looked, ahead of the next fetch.
+
+        For a background job between turns (`Conversations` runs one after an
+        append): the next fetch then finds nothing new to index. Only an index
+        already in memory, and at most ``most`` messages behind the newest of
+        ``recent`` (the caller's newest stored messages), is caught up; the rest is
+        left to the next fetch, as before. Whether it caught up.
+        """
+        key = (tenant, conversation)
+        with self._lock:
+            index = self._indexes.get(key)
+        newest = recent[-1].seq if recent else None
+        if index is None or newest is None or newest - index.last_seq > most:
+            return False
+        if newest > index.last_seq:
+            await self._refresh(conversation, tenant, index.locale, newest, recent, touch=False)
+        return True
+
     async def _refresh(
         self, conversation: str, tenant: str, locale: str = "en", newest: int | None = None,
-        recent: Sequence[Message] = (),
+        recent: Sequence[Message] = (), *, touch: bool = True,
     ) -> TurnIndex:  # fmt: skip
         """The conversation's turn index, extended with what the store has beyond it.
 
         ``newest`` is the newest sequence number the caller knows of (the end of
         the history it was given): when the index already has it, the store is
-        not asked.
+        not asked. ``touch`` marks the index as recently used.
         """
         key = (tenant, conversation)
-        index = self._indexes.get(key)
-        if index is None:
-            index = self._indexes[key] = TurnIndex(self.session_gap, locale)
-            while len(self._indexes) > self.max_conversations:
-                gone, _ = self._indexes.popitem(last=False)
-                self._loading.pop(gone, None)
-        else:
-            self._indexes.move_to_end(key)
-        if recent and newest is not None and newest > index.last_seq:
-            # The caller's history usually holds everything newer than the index
-            # (a turn or two): take it from there, without a store read, when its
-            # sequence numbers continue the index's without a gap.
-            new: list[Message] = []
-            for m in reversed(recent):  # newest first, only as far as is new
-                if m.seq is None or m.seq <= index.last_seq:
-                    break
-                new.append(m)
-            new.reverse()
-            if new and all(m.seq == index.last_seq + 1 + i for i, m in enumerate(new)):
-                index.add(new)
-        stale = newest is None or newest > index.last_seq
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None:
+                index = self._indexes[key] = TurnIndex(self.session_gap, locale)
+                while len(self._indexes) > self.max_conversations:
+                    gone, _ = self._indexes.popitem(last=False)
+                    self._loading.pop(gone, None)
+            elif touch:
+                self._indexes.move_to_end(key)
+            if recent and newest is not None and newest > index.last_seq:
+                # The caller's history usually holds everything newer than the index
+                # (a turn or two): take it from there, without a store read, when its
+                # sequence numbers continue the index's without a gap.
+                new: list[Message] = []
+                for m in reversed(recent):  # newest first, only as far as is new
+                    if m.seq is None or m.seq <= index.last_seq:
+                        break
+                    new.append(m)
+                new.reverse()
+                if new and all(m.seq == index.last_seq + 1 + i for i, m in enumerate(new)):
+                    index.add(new)
+            stale = newest is None or newest > index.last_seq
         unembedded = self.ranker.embedder is not None and (
             index.vectors is None or len(index.vectors) < len(index)
         )
@@ -209,7 +244,8 @@ class RecallSource(SourceBase):
             new: list[MessageOutline] = await self.store.read_outline(
                 conversation, tenant=tenant, after_seq=after, upto_seq=after + _PAGE
             )
-            index.add(new)
+            with self._lock:  # `add` skips what another caller added meanwhile
+                index.add(new)
             if len(new) < _PAGE:  # sequence numbers are gapless: this was the last page
                 break
         if self.ranker.embedder is not None and (
@@ -231,22 +267,38 @@ class RecallSource(SourceBase):
         index = await self._refresh(
             turn.conversation, turn.tenant, turn.locale, newest, turn.history
         )
-        n = index.count_before(oldest)
-        if n == 0:
-            return None
-        analysis = analyse(turn.query, index.speakers)
-        # The message's vector is computed on a worker thread while the store searches.
-        vector: asyncio.Future[Any] | None = None
-        if self.ranker.embedder is not None and index.vectors is not None:
-            vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
-        scores: dict[int, float] = {}
+        # The index is read under its lock (a background `catch_up` may be adding
+        # to it), which is never held across the await for the query's vector.
+        with self._lock:
+            n = index.count_before(oldest)
+            if n == 0:
+                return None
+            analysis = analyse(turn.query, index.speakers)
+            # The message's vector is computed on a worker thread while the index is searched.
+            vector: asyncio.Future[Any] | None = None
+            if self.ranker.embedder is not None and index.vectors is not None:
+                vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
+            scores: dict[int, float] = {}
+            try:
+                if analysis.text.strip():
+                    scores = self._search(index, analysis.text, n, self.match_budget)
+            except BaseException:
+                if vector is not None:
+                    vector.cancel()
+                raise
         try:
-            if analysis.text.strip():
-                scores = self._search(index, analysis.text, n, self.match_budget)
             query_vector = await vector if vector is not None else None
         finally:
             if vector is not None and not vector.done():
                 vector.cancel()
+        with self._lock:
+            return self._ranked_block(index, turn, analysis, scores, n, query_vector, allowance)
+
+    def _ranked_block(
+        self, index: TurnIndex, turn: Turn, analysis: QueryAnalysis, scores: dict[int, float], n: int,
+        query_vector: Any, allowance: int,
+    ) -> Block | None:  # fmt: skip
+        """Rank the first ``n`` turns for the analysed message and pack the best (index locked)."""
         # With a turn limit only the best few are ranked in full order at first;
         # packing asks for the rest if those run out (turns too long to fit).
         top = None
