@@ -656,9 +656,10 @@ def test_cached_counter_counts_long_text_by_lines_exactly(bits: list[str]) -> No
         assert cached.count(text + "\nmore") == inner.count(text + "\nmore")
 
 
-def test_cached_counter_recounts_only_changed_lines(cl100k: TiktokenCounter) -> None:
+@pytest.mark.parametrize("n", [7, 40])  # 7 lines: about 290 characters, a goal restatement's size
+def test_cached_counter_recounts_only_changed_lines(cl100k: TiktokenCounter, n: int) -> None:
     """A long composed message that changes in one line costs the tokenizer one line."""
-    lines = [f"Line {i}: some fixed content about item {i}." for i in range(40)]
+    lines = [f"Line {i}: some fixed content about item {i}." for i in range(n)]
     calls: list[str] = []
 
     class Spy:
@@ -672,10 +673,10 @@ def test_cached_counter_recounts_only_changed_lines(cl100k: TiktokenCounter) -> 
     first = "\n".join(lines)
     assert cached.count(first) == cl100k.count(first)
     calls.clear()
-    lines[20] = "Line 20: this one changed, turn 2."
+    lines[n // 2] = f"Line {n // 2}: this one changed, turn 2."
     second = "\n".join(lines)
     assert cached.count(second) == cl100k.count(second)
-    assert calls == [lines[20] + "\n"]
+    assert calls == [lines[n // 2] + "\n"]
     # a counter that is not line-additive is always asked for the whole text
     plain = CachedCounter(CountingCounter())
     plain.count(second)

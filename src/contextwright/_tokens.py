@@ -369,7 +369,9 @@ class HFTokenizerCounter:
 
 # A cut just after a newline followed by neither whitespace nor "/" (see TiktokenCounter).
 _LINE_CUTS = re.compile(r"(?<=\n)(?=[^\s/])")
-_SPLIT_ABOVE = 512  # characters; shorter texts are counted whole
+# characters; shorter texts are counted whole. 256 takes in the goal restatement
+# (about 400 characters, of which only the quoted goal changes from turn to turn).
+_SPLIT_ABOVE = 256
 
 
 class CachedCounter:
