@@ -1164,3 +1164,57 @@ def test_builds_and_catch_up_take_the_index_lock(tmp_path):
         assert not worker.is_alive()
     assert recall._indexes[("t", "c")].last_seq >= stored[0].seq
     convs.close()
+
+
+_WRITERS = st.lists(
+    st.tuples(st.sampled_from(["build", "append", "raw"]), st.integers(0, 2)),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=_WRITERS)
+@example(ops=[("build", 0), ("append", 2), ("build", 0)])  # another connection, between builds
+@example(ops=[("build", 0), ("append", 1), ("build", 0)])  # the same store, another Conversations
+@example(ops=[("build", 0), ("raw", 0), ("build", 0)])  # the store itself, no tail
+def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, ops):
+    """Tails kept current by change tokens hold exactly the newest stored messages after a build.
+
+    Writers: Conversations 0 and 1 share one store, Conversations 2 has a store of
+    its own on the same file (another connection, as another process would), and
+    "raw" appends go to the stores directly (0, 1: the shared one; 2: the other).
+    """
+    path = tmp_path_factory.mktemp("tok") / "w.db"
+    shared, other = SQLiteStore(path), SQLiteStore(path)
+    convs = [
+        Conversations(ContextEngine(counter=H, budget=4000), store)
+        for store in (shared, shared, other)
+    ]
+    try:
+        for i, (op, who) in enumerate(ops):
+            text = f"{op} {who} #{i}"
+            if op == "raw":
+                store = other if who == 2 else shared
+                store.append("c", [Message.assistant(text)], tenant="t", user="u")
+                continue
+            if op == "append":
+                convs[who].append_sync("c", [Message.assistant(text)], tenant="t", user="u")
+                continue
+            built = convs[who].build_sync("c", text, tenant="t", user="u")
+            stored = shared.read("c", tenant="t")
+            tail = convs[who]._tails[("t", "c")]
+            assert tail.last_seq == stored[-1].seq
+            seqs = [m.seq for m in tail.messages]
+            assert seqs == [m.seq for m in stored[len(stored) - len(seqs) :]]
+            assert [m.text for m in tail.messages] == [
+                m.text for m in stored[len(stored) - len(seqs) :]
+            ]
+            texts = [m.text for m in built.messages]
+            if len(stored) > 1:  # the message stored before this one is in the prompt
+                assert stored[-2].text in texts
+    finally:
+        for c in convs:
+            c.close()  # closing a store twice is harmless

@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -1187,3 +1188,72 @@ def test_wal_checkpoints_run_on_their_own_thread(tmp_path):
         assert again.count_messages("c", tenant=T) == 6 * ck.every
     with SQLiteStore(":memory:") as mem:
         assert mem._checkpointer is None
+
+
+# -- change tokens ----------------------------------------------------------------------
+
+
+def test_change_token_moves_with_every_commit_from_any_writer(tmp_path: Path) -> None:
+    """Its own writes, another connection's, and another process's all move the token."""
+    path = tmp_path / "tok.db"
+    a, b = SQLiteStore(path), SQLiteStore(path)
+    try:
+        a.append("c", [Message.user("one")], tenant="t")
+        t0 = a.change_token()
+        a.read("c", tenant="t")
+        a.get_conversation("c", tenant="t")
+        assert a.change_token() == t0  # reads leave it
+        a.append("c", [Message.user("two")], tenant="t")
+        t1 = a.change_token()
+        assert t1 != t0
+        b.append("c", [Message.user("three")], tenant="t")  # another connection
+        t2 = a.change_token()
+        assert t2 != t1
+        code = (
+            "import sys; "
+            "from contextwright.storage import SQLiteStore; "
+            "SQLiteStore(sys.argv[1]).put_working('c', 'k', 'v', tenant='t', ttl=60)"
+        )
+        subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
+        assert a.change_token() != t2  # another process, and not a message
+        a.close()
+        with pytest.raises(StoreError, match="closed"):
+            a.change_token()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_last_write_tokens_bracket_the_write_on_this_thread(tmp_path: Path) -> None:
+    path = tmp_path / "tok.db"
+    a, b = SQLiteStore(path), SQLiteStore(path)
+    try:
+        assert a.last_write_tokens() is None
+        before = a.change_token()
+        a.append("c", [Message.user("one")], tenant="t")
+        tokens = a.last_write_tokens()
+        assert tokens is not None
+        assert tokens == (before, a.change_token())
+        # another connection writes, then this one: "before" is not the stale token
+        b.append("c", [Message.user("two")], tenant="t")
+        moved = a.change_token()
+        assert moved != tokens[1]
+        a.append("c", [Message.user("three")], tenant="t")
+        again = a.last_write_tokens()
+        assert again is not None
+        assert again == (moved, a.change_token())
+        # another thread's write is that thread's: this thread's record stays
+        worker = threading.Thread(
+            target=a.append, args=("c", [Message.user("four")]), kwargs={"tenant": "t"}
+        )
+        worker.start()
+        worker.join()
+        assert a.last_write_tokens() == again
+        assert a.change_token() != again[1]
+        # a failed write records nothing
+        with pytest.raises(InvalidMessageError):
+            a.append("c", [Message.user("x")], tenant="t", user="someone else")
+        assert a.last_write_tokens() == again
+    finally:
+        a.close()
+        b.close()

@@ -68,6 +68,10 @@ _NO_OFFLOADS: tuple[Offload, ...] = ()
 _RELOAD_AFTER = 256
 
 
+# an `SQLiteStore` write's change tokens, before and after it (see `Conversations._tail`)
+_Written = tuple[tuple[int, int], tuple[int, int]] | None
+
+
 class Conversations(_CompactionMixin):
     """Conversations persisted in ``store`` and built with ``engine``.
 
@@ -103,6 +107,9 @@ class Conversations(_CompactionMixin):
         self.window_tokens = window_tokens or budget or 32_000
         self.clock = clock
         self._tails: dict[tuple[str, str], Tail] = {}
+        self._change_token: Callable[[], tuple[int, int]] | None = getattr(
+            store, "change_token", None
+        )
         self._bg = Background()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
@@ -183,7 +190,7 @@ class Conversations(_CompactionMixin):
         tokens: list[int],
         tenant: str,
         user: str,
-    ) -> list[Message]:
+    ) -> tuple[list[Message], _Written]:
         """Store a prepared batch and its offloaded tool results, on the calling thread.
 
         A batch without offloads is a plain `Store.append`. With offloads, an
@@ -191,7 +198,8 @@ class Conversations(_CompactionMixin):
         transaction (``append_with_readback``), the keys referring to the stored
         tool results (the store already keeps them verbatim: no second copy);
         another `Store` gets the originals with `put_working`, one call each,
-        after the messages.
+        after the messages. Also returns the store's change tokens around that one
+        transaction, when it has them (see `_tail`).
         """
         counter = self.engine.counter.name
         store = self.store
@@ -200,16 +208,22 @@ class Conversations(_CompactionMixin):
             for i, (_, offloads) in enumerate(views)
             for key, call_id, _, ttl in offloads
         ]
-        if readback and isinstance(store, SQLiteStore):
-            return store.append_with_readback(
-                conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
-                readback=readback,
-            )  # fmt: skip
+        if isinstance(store, SQLiteStore):
+            if readback:
+                stored = store.append_with_readback(
+                    conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
+                    readback=readback,
+                )  # fmt: skip
+            else:
+                stored = store.append(
+                    conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
+                )
+            return stored, store.last_write_tokens()
         stored = store.append(
             conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
         )
         self._put_originals(conversation, tenant, views)
-        return stored
+        return stored, None
 
     def _put_originals(
         self, conversation: str, tenant: str, views: Sequence[tuple[Message, Sequence[Offload]]]
@@ -231,8 +245,12 @@ class Conversations(_CompactionMixin):
         views: list[tuple[Message, Sequence[Offload]]],
         tokens: list[int],
         first: int = 0,
+        written: _Written = None,
     ) -> None:
         """Add freshly stored messages to the tail, if nobody else wrote in between.
+
+        ``written`` are the store's change tokens around the write that stored
+        them: a tail that was current just before it stays current after it.
 
         ``views`` and ``tokens`` belong to ``stored[first:]``; the messages before
         ``first`` were stored uncounted by a bulk import (see `_settle`), which
@@ -265,6 +283,7 @@ class Conversations(_CompactionMixin):
             kept.append(saved)
         users = sum(1 for m in stored if m.role == "user")
         with tail.lock:
+            tail.synced = written[1] if written and tail.synced == written[0] else None
             last = tail.last_seq
             for saved, cost in zip(counted, tokens, strict=True):
                 seq = saved.seq or 0
@@ -345,10 +364,10 @@ class Conversations(_CompactionMixin):
         batch, views, tokens = self._prepare(messages)
         # one hop to the store's worker for the messages and their read-back keys
         # (AsyncStore._run is what its own methods use)
-        stored = await self.db._run(
+        stored, written = await self.db._run(
             functools.partial(self._store, conversation, batch, views, tokens, tenant, user)
         )
-        self._grow_tail(conversation, tenant, stored, views, tokens)
+        self._grow_tail(conversation, tenant, stored, views, tokens, written=written)
         return stored
 
     async def _write_uncounted(
@@ -538,9 +557,20 @@ class Conversations(_CompactionMixin):
     # -- reading -------------------------------------------------------------------------
 
     async def _tail(self, conversation: str, tenant: str) -> Tail:
-        """The conversation's tail, brought up to date with the store (O(new messages))."""
+        """The conversation's tail, brought up to date with the store (O(new messages)).
+
+        With a store that has change tokens (`SQLiteStore.change_token`), a tail
+        that was current at the store's present token is returned as it is: nothing
+        was written since, by this process or another, so the conversation need
+        not be asked for. Its own appends keep it current (`_grow_tail`).
+        """
         key = (tenant, conversation)
         tail = self._tails.get(key)
+        token: tuple[int, int] | None = None
+        if self._change_token is not None:
+            token = await self.db._run(self._change_token)
+            if tail is not None and tail.synced == token:
+                return tail
         info = await self.db.get_conversation(conversation, tenant=tenant)
         if tail is None:
             tail = Tail()
@@ -548,12 +578,16 @@ class Conversations(_CompactionMixin):
                 # cold start (once per conversation per process)
                 await self._load_tail(tail, conversation, tenant, info)
             self._tails[key] = tail
+            tail.synced = token  # if the load wrote counts, the token moved on: checked again
             return tail
+        with tail.lock:
+            tail.synced = None  # until brought up to date below
         if info is not None and info.last_seq > tail.last_seq:
             if info.last_seq - tail.last_seq > _RELOAD_AFTER:
                 # Much was written elsewhere (another process imported, say): read
                 # the tail afresh, as a new process would, instead of every message.
                 await self._load_tail(tail, conversation, tenant, info)
+                tail.synced = token
                 return tail
             # another process wrote: take its messages and any newer summary
             new = await self.db.read(conversation, tenant=tenant, after_seq=tail.last_seq)
@@ -565,6 +599,8 @@ class Conversations(_CompactionMixin):
                 tail.summary is None or latest.version != tail.summary.version
             ):
                 self._apply_summary(tail, latest)
+        with tail.lock:
+            tail.synced = token
         return tail
 
     async def _load_tail(
@@ -826,8 +862,8 @@ class Conversations(_CompactionMixin):
             else:
                 raise UserError("this is the sync API; inside an event loop use the async methods")
         batch, views, tokens = self._prepare(messages)
-        stored = self._store(conversation, batch, views, tokens, tenant, user)
-        self._grow_tail(conversation, tenant, stored, views, tokens)
+        stored, written = self._store(conversation, batch, views, tokens, tenant, user)
+        self._grow_tail(conversation, tenant, stored, views, tokens, written=written)
         if bulk and len(stored) >= self.compaction.summary_message_threshold:
             self._run(self._summarise_if_due(conversation, tenant, user))
         else:

@@ -36,6 +36,9 @@ class Tail:
     total_tokens: int = 0  # stored prompt cost of the whole conversation (running sum)
     covered_tokens: int = 0  # of that, what the summary covers
     summary: Summary | None = None
+    # The store's change token when the tail was last known to hold everything
+    # stored (see `Conversations._tail`); None: ask the store.
+    synced: tuple[int, int] | None = None
     # Background summaries adopt their result from another thread.
     lock: threading.Lock = field(default_factory=threading.Lock)
 
