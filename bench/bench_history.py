@@ -31,7 +31,8 @@ fresh `Message` copies (no token counts cached on them) through a fresh engine.
    `Conversations` (its first build, the *restart*, reloads the tail) and repeats
    the turn: ``build_sync`` of a new user message (timed), the assistant's reply
    appended (timed apart), ``wait_idle_sync`` (untimed: the background summaries
-   run between turns). Engine: cl100k, budget 8,000, the eight default sources
+   run between turns, and so does recall's indexing of the turn just ended, which
+   the reply's append schedules). Engine: cl100k, budget 8,000, the eight default sources
    with something to say, plus recall (on by default; a second loop turns it off).
    At most ``--turns`` turns or ``--loop-seconds``. Goals ≤ 1 ms p50, ≤ 5 ms p99,
    and 10× the history ≤ 1.3× the p50. Stage means come from ``report.timings_ms``;

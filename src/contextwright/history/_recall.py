@@ -32,7 +32,11 @@ The in-process turn index of each conversation is read from the store once (as
 outlines: the text without decoding whole messages, tool results unread) and
 then extended with what is new (``read_outline(after_seq=…)``, only when the
 history shows newer messages); `prepare` does that ahead of time, which matters with an
-embedder, whose first batch takes a while (MiniLM: about 6 ms a turn on CPU).
+embedder, whose first batch takes a while (MiniLM: about 6 ms a turn on CPU), and
+`catch_up` adds the turns stored since the last fetch, for a background job
+between turns (`Conversations` runs one after a reply is appended), so that the
+next fetch finds nothing to index. The indexes are read and extended under a
+lock, never held across an await.
 """
 
 from __future__ import annotations
