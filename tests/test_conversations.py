@@ -956,6 +956,13 @@ def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size):
     convs.close()
 
 
+# No summaries or compaction: those run in the background too, and when is a race of its own.
+_NEVER = CompactionConfig(
+    soft_threshold_tokens=10**9, hard_threshold_tokens=10**9,
+    summary_message_threshold=10**9, summary_token_threshold=10**9,
+)  # fmt: skip
+
+
 def _zebra_thread(n: int) -> list[Message]:
     return [
         m
@@ -1036,16 +1043,11 @@ def test_property_background_indexing_builds_what_indexing_in_the_build_builds(
     background (when it does not, the build and the catch-up race for the index).
     """
     d = tmp_path_factory.mktemp("bg")
-    # no summaries: those run in the background too, and when is a race of its own
-    never = CompactionConfig(
-        soft_threshold_tokens=10**9, hard_threshold_tokens=10**9,
-        summary_message_threshold=10**9, summary_token_threshold=10**9,
-    )  # fmt: skip
     runs: list[list[str]] = []
     for background in (True, False):  # the same prompts, turn by turn
         convs = Conversations(
             ContextEngine(counter=H, budget=900), SQLiteStore(d / f"{background}.db"),
-            compaction=never,
+            compaction=_NEVER,
         )  # fmt: skip
         if not background:
             convs._index_later = lambda *a: None  # type: ignore[method-assign]
@@ -1079,14 +1081,10 @@ def test_property_background_indexing_builds_what_indexing_in_the_build_builds(
 
 def test_catch_up_on_another_thread_while_builds_read_the_index(tmp_path):
     """A thread catching the index up as fast as it can never changes what builds recall."""
-    never = CompactionConfig(
-        soft_threshold_tokens=10**9, hard_threshold_tokens=10**9,
-        summary_message_threshold=10**9, summary_token_threshold=10**9,
-    )  # fmt: skip
 
     def run(name: str, hammering: bool) -> list[str]:
         convs = Conversations(
-            ContextEngine(counter=H, budget=1200), SQLiteStore(tmp_path / name), compaction=never
+            ContextEngine(counter=H, budget=1200), SQLiteStore(tmp_path / name), compaction=_NEVER
         )
         recall = convs._recall
         assert recall is not None
