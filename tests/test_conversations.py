@@ -822,6 +822,9 @@ def test_property_bulk_import_builds_what_a_counted_import_builds(
         # what is not summarised weighs the same (the compaction check's input)
         ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
         assert ta.unsummarized_tokens == tb.unsummarized_tokens
+        for t in (ta, tb):  # each tail message's cost, kept beside it
+            assert list(t.costs) == [count_message(H, m) for m in t.messages]
+            assert t.tokens == sum(t.costs)
         _assert_same_summary_and_prompt(deferred, counted)
     finally:
         deferred.close()
@@ -1210,6 +1213,8 @@ def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, 
             assert [m.text for m in tail.messages] == [
                 m.text for m in stored[len(stored) - len(seqs) :]
             ]
+            assert list(tail.costs) == [count_message(H, m) for m in tail.messages]
+            assert tail.tokens == sum(tail.costs)
             texts = [m.text for m in built.messages]
             if len(stored) > 1:  # the message stored before this one is in the prompt
                 assert stored[-2].text in texts

@@ -294,11 +294,13 @@ class Conversations(_CompactionMixin):
             tail.user_turns += users
             if start > 0 or first > 0:  # the batch alone fills the tail: nothing older stays
                 tail.messages.clear()
+                tail.costs.clear()
                 tail.tokens = 0
             while tail.messages and tail.tokens + acc > limit:
-                old = tail.messages.popleft()
-                tail.tokens -= count_message(counter, old, ov)
+                tail.messages.popleft()
+                tail.tokens -= tail.costs.popleft()
             tail.messages.extend(kept)
+            tail.costs.extend(tokens[start:])
             tail.tokens += acc
 
     async def append(
@@ -541,9 +543,9 @@ class Conversations(_CompactionMixin):
 
     def _push(self, tail: Tail, message: Message, cost: int) -> None:
         limit = 2 * self.window_tokens  # enough for the largest window, with room to spare
-        counter, ov = self.engine.counter, self.engine.overhead
         with tail.lock:
             tail.messages.append(message)
+            tail.costs.append(cost)
             tail.tokens += cost
             if (message.seq or 0) > tail.last_seq:
                 tail.total_tokens += cost
@@ -551,8 +553,8 @@ class Conversations(_CompactionMixin):
             if message.role == "user":
                 tail.user_turns += 1
             while tail.tokens > limit and len(tail.messages) > 1:
-                old = tail.messages.popleft()
-                tail.tokens -= count_message(counter, old, ov)
+                tail.messages.popleft()
+                tail.tokens -= tail.costs.popleft()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -622,6 +624,7 @@ class Conversations(_CompactionMixin):
                 else None
             )
             tail.messages.clear()
+            tail.costs.clear()
             tail.tokens = tail.user_turns = tail.last_seq = 0
             tail.summary = summary
         # Messages stored with no count (a bulk import cut short before its newest
@@ -675,7 +678,6 @@ class Conversations(_CompactionMixin):
 
     def _apply_summary(self, tail: Tail, summary: Summary) -> None:
         """Adopt a new summary: drop tail messages it covers."""
-        counter, ov = self.engine.counter, self.engine.overhead
         with tail.lock:
             if tail.summary is not None and tail.summary.version >= summary.version:
                 return
@@ -684,8 +686,8 @@ class Conversations(_CompactionMixin):
             if isinstance(recorded, int):
                 tail.covered_tokens = recorded
             while tail.messages and (tail.messages[0].seq or 0) <= summary.upto_seq:
-                old = tail.messages.popleft()
-                tail.tokens -= count_message(counter, old, ov)
+                tail.messages.popleft()
+                tail.tokens -= tail.costs.popleft()
 
     async def build(
         self,
@@ -754,7 +756,6 @@ class Conversations(_CompactionMixin):
         budget; the zone (seed 000 §6.2) is for callers who send whole histories.
         """
         window = self._window_allowance(budget)
-        counter, ov = self.engine.counter, self.engine.overhead
         keep = self.compaction.keep_recent_messages
         acc = kept = 0
         in_window: int | None = None
@@ -762,8 +763,8 @@ class Conversations(_CompactionMixin):
             summary = tail.summary
             n = len(tail.messages)
             last = tail.last_seq
-            for k, m in enumerate(reversed(tail.messages)):
-                acc += count_message(counter, m, ov)
+            for k, cost in enumerate(reversed(tail.costs)):
+                acc += cost
                 if k < keep:
                     kept = acc  # the newest messages, which a summary must leave out
                 if in_window is None and acc > window:

@@ -30,6 +30,7 @@ class Tail:
     """The newest prompt-ready messages of one conversation, and where they stand."""
 
     messages: deque[Message] = field(default_factory=deque)
+    costs: deque[int] = field(default_factory=deque)  # the prompt cost of each of ``messages``
     tokens: int = 0  # sum of the prompt costs of ``messages``
     last_seq: int = 0  # newest seq this process has seen
     user_turns: int = 0
