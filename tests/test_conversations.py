@@ -495,15 +495,21 @@ def test_recall_brings_back_exact_old_turns(tmp_path):
     convs.close()
 
 
+def _zebra_thread(n: int) -> list[Message]:
+    """``n`` question-and-answer pairs, each question naming its own rare word."""
+    return [
+        m
+        for i in range(n)
+        for m in (Message.user(f"question {i} about zebra{i}"), Message.assistant(f"answer {i}"))
+    ]
+
+
 def test_recall_index_follows_the_history_without_reading_the_store(tmp_path):
     """After its first load the turn index takes new turns from the history it is given."""
     engine = ContextEngine(counter=H, budget=1200)
     store = SQLiteStore(tmp_path / "i.db")
     convs = Conversations(engine, store)
-    convs.append_sync(
-        "c", [m for i in range(120) for m in (Message.user(f"question {i} about zebra{i}"), Message.assistant(f"answer {i}"))],
-        tenant="t", user="u",
-    )  # fmt: skip
+    convs.append_sync("c", _zebra_thread(120), tenant="t", user="u")
     convs.wait_idle_sync()
     reads: list[int] = []
     real_read, real_outline = store.read, store.read_outline
@@ -964,14 +970,6 @@ _NEVER = CompactionConfig(
     soft_threshold_tokens=10**9, hard_threshold_tokens=10**9,
     summary_message_threshold=10**9, summary_token_threshold=10**9,
 )  # fmt: skip
-
-
-def _zebra_thread(n: int) -> list[Message]:
-    return [
-        m
-        for i in range(n)
-        for m in (Message.user(f"question {i} about zebra{i}"), Message.assistant(f"answer {i}"))
-    ]
 
 
 def test_recall_index_catches_up_between_turns(tmp_path):

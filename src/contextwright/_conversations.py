@@ -208,22 +208,17 @@ class Conversations(_CompactionMixin):
             for i, (_, offloads) in enumerate(views)
             for key, call_id, _, ttl in offloads
         ]
-        if isinstance(store, SQLiteStore):
-            if readback:
-                stored = store.append_with_readback(
-                    conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
-                    readback=readback,
-                )  # fmt: skip
-            else:
-                stored = store.append(
-                    conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
-                )
-            return stored, store.last_write_tokens()
-        stored = store.append(
-            conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
-        )
-        self._put_originals(conversation, tenant, views)
-        return stored, None
+        if readback and isinstance(store, SQLiteStore):
+            stored = store.append_with_readback(
+                conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
+                readback=readback,
+            )  # fmt: skip
+        else:
+            stored = store.append(
+                conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
+            )
+            self._put_originals(conversation, tenant, views)  # none for an SQLiteStore
+        return stored, store.last_write_tokens() if isinstance(store, SQLiteStore) else None
 
     def _put_originals(
         self, conversation: str, tenant: str, views: Sequence[tuple[Message, Sequence[Offload]]]

@@ -179,9 +179,7 @@ class RecallSource(SourceBase):
         ``recent`` (the caller's newest stored messages), is caught up; the rest is
         left to the next fetch, as before. Whether it caught up.
         """
-        key = (tenant, conversation)
-        with self._lock:
-            index = self._indexes.get(key)
+        index = self._indexes.get((tenant, conversation))
         newest = recent[-1].seq if recent else None
         if index is None or newest is None or newest - index.last_seq > most:
             return False
@@ -273,24 +271,21 @@ class RecallSource(SourceBase):
         )
         # The index is read under its lock (a background `catch_up` may be adding
         # to it), which is never held across the await for the query's vector.
-        with self._lock:
-            n = index.count_before(oldest)
-            if n == 0:
-                return None
-            analysis = analyse(turn.query, index.speakers)
-            # The message's vector is computed on a worker thread while the index is searched.
-            vector: asyncio.Future[Any] | None = None
-            if self.ranker.embedder is not None and index.vectors is not None:
-                vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
-            scores: dict[int, float] = {}
-            try:
+        vector: asyncio.Future[Any] | None = None
+        try:
+            with self._lock:
+                n = index.count_before(oldest)
+                if n == 0:
+                    return None
+                analysis = analyse(turn.query, index.speakers)
+                # The message's vector is computed on a worker thread while the index is searched.
+                if self.ranker.embedder is not None and index.vectors is not None:
+                    vector = asyncio.ensure_future(
+                        asyncio.to_thread(self.ranker.embed_query, analysis)
+                    )
+                scores: dict[int, float] = {}
                 if analysis.text.strip():
                     scores = self._search(index, analysis.text, n, self.match_budget)
-            except BaseException:
-                if vector is not None:
-                    vector.cancel()
-                raise
-        try:
             query_vector = await vector if vector is not None else None
         finally:
             if vector is not None and not vector.done():
