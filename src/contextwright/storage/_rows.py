@@ -175,7 +175,7 @@ def _make_outline(
 ) -> MessageOutline:  # fmt: skip
     """``MessageOutline(...)`` of a decoded row, built through its slots (see above).
 
-    MessageOutline has no ``__post_init__`` to skip; tests/test_store.py checks that
+    MessageOutline has no ``__post_init__`` to skip; tests/test_storage.py checks that
     this gives what the constructor gives.
     """
     o = _new(MessageOutline)
