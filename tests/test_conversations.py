@@ -1219,3 +1219,34 @@ def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, 
     finally:
         for c in convs:
             c.close()  # closing a store twice is harmless
+
+
+def _summarised_turns(convs: Conversations, turns: int, settle_first: bool = False) -> None:
+    """``turns`` turns of conversation "c" in a budget of 800: background summaries come due."""
+    for i in range(turns):
+        convs.build_sync("c", f"question {i}: plan {i % 7}?", tenant="t", user="u")
+        if settle_first:
+            convs.wait_idle_sync()  # the summary the build scheduled, before the reply
+        reply = Message.assistant(f"Answer {i}: plan {i % 7} is fine. " * 4)
+        convs.append_sync("c", [reply], tenant="t", user="u")
+        convs.wait_idle_sync()
+
+
+def test_a_summary_that_ends_before_it_is_listed_does_not_stop_the_next(tmp_path):
+    """The background thread may run a summary to its end before `submit` returns to
+    the thread that scheduled it. That finished job must not read as under way:
+    it stopped every later background summary of the conversation."""
+    convs = Conversations(ContextEngine(counter=H, budget=800), SQLiteStore(tmp_path / "s.db"))
+    submit = convs._bg.submit
+
+    def finished_first(coro):
+        job = submit(coro)
+        job.result(30)
+        return job
+
+    convs._bg.submit = finished_first  # type: ignore[method-assign]
+    try:
+        _summarised_turns(convs, 40)
+        assert len(convs.store.summaries("c", tenant="t")) >= 3
+    finally:
+        convs.close()

@@ -74,7 +74,11 @@ class _CompactionMixin:
     def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
         """Summarise in the background, once per conversation at a time."""
         key = (tenant, conversation)
-        if key in self._jobs:
+        running = self._jobs.get(key)
+        # Done, yet still listed: the job ran to its end (and its ``finally``) on
+        # the background thread before ``submit`` returned here and listed it.
+        # Read as "under way", it stopped every later summary of the conversation.
+        if running is not None and not running.done():
             return
         tail = self._tails[key]
 
