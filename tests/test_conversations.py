@@ -1221,6 +1221,16 @@ def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, 
             c.close()  # closing a store twice is harmless
 
 
+class _AskedStore(SQLiteStore):
+    """A real SQLite store that counts the builds' questions for the conversation."""
+
+    asked = 0
+
+    def get_conversation(self, *a, **kw):
+        self.asked += 1
+        return super().get_conversation(*a, **kw)
+
+
 def _summarised_turns(convs: Conversations, turns: int, settle_first: bool = False) -> None:
     """``turns`` turns of conversation "c" in a budget of 800: background summaries come due."""
     for i in range(turns):
@@ -1230,6 +1240,28 @@ def _summarised_turns(convs: Conversations, turns: int, settle_first: bool = Fal
         reply = Message.assistant(f"Answer {i}: plan {i % 7} is fine. " * 4)
         convs.append_sync("c", [reply], tenant="t", user="u")
         convs.wait_idle_sync()
+
+
+def test_a_background_summary_keeps_the_tail_current(tmp_path):
+    """A summary this process saved moves the store's change token, and the tail that
+    adopted it stays current: the next build need not ask the store, and has the
+    newest summary."""
+    store = _AskedStore(tmp_path / "s.db")
+    convs = Conversations(ContextEngine(counter=H, budget=800), store)
+    try:
+        convs.build_sync("c", "first", tenant="t", user="u")
+        asked = store.asked
+        _summarised_turns(convs, 40, settle_first=True)
+        summaries = store.summaries("c", tenant="t")
+        assert len(summaries) >= 3, "background summaries ran"
+        assert store.asked == asked
+        assert convs._tails[("t", "c")].summary == summaries[-1]
+        built = convs.build_sync("c", "and now?", tenant="t", user="u")
+        shown = {b.name: b.status for b in built.report.blocks}
+        assert shown.get("summary") in ("included", "truncated")
+        assert store.asked == asked
+    finally:
+        convs.close()
 
 
 def test_a_summary_that_ends_before_it_is_listed_does_not_stop_the_next(tmp_path):

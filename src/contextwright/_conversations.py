@@ -42,7 +42,7 @@ from ._errors import ConfigError, InvalidMessageError, UserError
 from ._messages import Message, ToolResultPart
 from ._receipt import BuiltContext
 from ._stateful import Background, StoreCalls, Tail
-from ._stateful_compact import MemoryFlush, Offload, _CompactionMixin
+from ._stateful_compact import MemoryFlush, Offload, _CompactionMixin, _Written
 from ._tokens import DEFAULT_OVERHEAD, count_message
 from .history import (
     CompactionCheck,
@@ -57,7 +57,14 @@ from .history import (
     check,
     readback_page,
 )
-from .storage import AsyncStore, ConversationInfo, SQLiteStore, Store, Summary
+from .storage import (
+    AsyncStore,
+    CompactionEntry,
+    ConversationInfo,
+    SQLiteStore,
+    Store,
+    Summary,
+)
 
 __all__ = ["Conversations", "MemoryFlush"]
 
@@ -66,10 +73,6 @@ _NO_OFFLOADS: tuple[Offload, ...] = ()
 # More new messages than this from another process, and a tail is read afresh (as
 # at a cold start) instead of taking in every one of them.
 _RELOAD_AFTER = 256
-
-
-# an `SQLiteStore` write's change tokens, before and after it (see `Conversations._tail`)
-_Written = tuple[tuple[int, int], tuple[int, int]] | None
 
 
 class Conversations(_CompactionMixin):
@@ -219,6 +222,14 @@ class Conversations(_CompactionMixin):
             )
             self._put_originals(conversation, tenant, views)  # none for an SQLiteStore
         return stored, store.last_write_tokens() if isinstance(store, SQLiteStore) else None
+
+    def _save_compaction(
+        self, summary: Summary, entry: CompactionEntry, tenant: str
+    ) -> tuple[Summary, _Written]:
+        """`Store.save_compaction` on the calling thread, and the change tokens around it."""
+        saved, _ = self.store.save_compaction(summary, entry, tenant=tenant)
+        store = self.store
+        return saved, store.last_write_tokens() if isinstance(store, SQLiteStore) else None
 
     def _put_originals(
         self, conversation: str, tenant: str, views: Sequence[tuple[Message, Sequence[Offload]]]
@@ -671,9 +682,16 @@ class Conversations(_CompactionMixin):
                 out.append((m, made, cost))
         return out
 
-    def _apply_summary(self, tail: Tail, summary: Summary) -> None:
-        """Adopt a new summary: drop tail messages it covers."""
+    def _apply_summary(self, tail: Tail, summary: Summary, written: _Written = None) -> None:
+        """Adopt a new summary: drop tail messages it covers.
+
+        ``written`` are the store's change tokens around the write that saved it,
+        when this process saved it: a tail that was current just before that write
+        stays current (see `_tail`), so the next build need not ask the store.
+        """
         with tail.lock:
+            if written and tail.synced == written[0]:
+                tail.synced = written[1]
             if tail.summary is not None and tail.summary.version >= summary.version:
                 return
             tail.summary = summary

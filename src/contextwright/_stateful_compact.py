@@ -39,6 +39,8 @@ __all__ = ["MemoryFlush", "Offload"]
 MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 # A tool result to offload: (working-memory key, call id, original text, ttl).
 Offload = tuple[str, str, str, float]
+# An `SQLiteStore` write's change tokens, before and after it (see `Conversations._tail`).
+_Written = tuple[tuple[int, int], tuple[int, int]] | None
 
 
 class _StoodDown(Exception):
@@ -63,7 +65,12 @@ class _CompactionMixin:
 
         def _view(self, message: Message) -> tuple[Message, Sequence[Offload]]: ...
         def _inline(self) -> bool: ...
-        def _apply_summary(self, tail: Tail, summary: Summary) -> None: ...
+        def _apply_summary(
+            self, tail: Tail, summary: Summary, written: _Written = None
+        ) -> None: ...
+        def _save_compaction(
+            self, summary: Summary, entry: CompactionEntry, tenant: str
+        ) -> tuple[Summary, _Written]: ...
         async def _tail(self, conversation: str, tenant: str) -> Tail: ...
         def _window_allowance(self, budget: Budget | int | None) -> int: ...
         def _store_counts(
@@ -255,9 +262,11 @@ class _CompactionMixin:
                 {"notes": list(notes), "flushed_memories": flushed, "method": method},
             )  # fmt: skip
             # summary and log entry in one transaction: a crash leaves both or neither
-            saved, _ = await self.db.save_compaction(new_summary, entry, tenant=tenant)
+            saved, written = await self.db._run(
+                functools.partial(self._save_compaction, new_summary, entry, tenant)
+            )
             version = saved.version
-            self._apply_summary(tail, saved)
+            self._apply_summary(tail, saved, written)
         elif explicit and not preview:
             entry = CompactionEntry(
                 0, conversation, self.clock(), urgency.urgency, False, before_tokens, before_tokens,
