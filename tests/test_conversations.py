@@ -1221,6 +1221,50 @@ def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, 
             c.close()  # closing a store twice is harmless
 
 
+def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_path):
+    """A routine summary after a bulk import stores counts for the kept messages the
+    import left uncounted, and adds them to the tail's total. If another process (a
+    second store here) stored the same counts between the summary's read and its
+    write, the store's total moved by the other's write, not by this one: the
+    tail, which does not see the other's write, still ends at the store's total
+    (adding only what this write moved the store by would leave it short)."""
+    db = tmp_path / "race.db"
+    other = SQLiteStore(db)
+    engine = ContextEngine(system_prompt="You are helpful.", counter=H, budget=3000)
+    c = Conversations(engine, SQLiteStore(db), window_tokens=300)
+    moved: list[tuple[int, int]] = []  # per write of counts: (the other's move, this one's)
+    original = c._store_counts
+
+    def total() -> int:
+        return other.get_conversation("imp", tenant="t").token_total
+
+    def counted_elsewhere_first(conversation, tenant, messages, views, tokens):
+        start = total()
+        if moved:  # the import's own count of its newest messages is left alone
+            counts = {m.seq: n for m, n in zip(messages, tokens, strict=True)}
+            other.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=H.name)
+        middle = total()
+        original(conversation, tenant, messages, views, tokens)
+        moved.append((middle - start, total() - middle))
+        return None
+
+    c._store_counts = counted_elsewhere_first  # type: ignore[method-assign]
+    try:
+        c.import_sync("imp", thread(60), tenant="t", user="u", batch_size=20)
+        c.wait_idle_sync()
+        # the import counted its newest; the summary then counted the kept rest,
+        # which the other store had just counted: only the other's write moved the total
+        assert len(moved) == 2
+        assert moved[0][1] > 0  # the import's own count
+        assert moved[1] == (moved[1][0], 0)  # the other's write moved it, this one did not
+        assert moved[1][0] > 0
+        tail = c._tails[("t", "imp")]
+        assert tail.total_tokens == total() == sum(n for n in _stored_counts(c).values() if n)
+    finally:
+        c.close()
+        other.close()
+
+
 class _AskedStore(SQLiteStore):
     """A real SQLite store that counts the builds' questions for the conversation."""
 
