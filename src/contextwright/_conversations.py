@@ -221,15 +221,19 @@ class Conversations(_CompactionMixin):
                 conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
             )
             self._put_originals(conversation, tenant, views)  # none for an SQLiteStore
-        return stored, store.last_write_tokens() if isinstance(store, SQLiteStore) else None
+        return stored, self._written()
 
     def _save_compaction(
         self, summary: Summary, entry: CompactionEntry, tenant: str
     ) -> tuple[Summary, _Written]:
         """`Store.save_compaction` on the calling thread, and the change tokens around it."""
         saved, _ = self.store.save_compaction(summary, entry, tenant=tenant)
+        return saved, self._written()
+
+    def _written(self) -> _Written:
+        """The store's change tokens around this thread's last write, if it has them."""
         store = self.store
-        return saved, store.last_write_tokens() if isinstance(store, SQLiteStore) else None
+        return store.last_write_tokens() if isinstance(store, SQLiteStore) else None
 
     def _put_originals(
         self, conversation: str, tenant: str, views: Sequence[tuple[Message, Sequence[Offload]]]
