@@ -583,21 +583,26 @@ class Conversations(_CompactionMixin):
     # -- reading -------------------------------------------------------------------------
 
     async def _tail(self, conversation: str, tenant: str, user: str) -> Tail:
-        """The conversation's tail for ``user``: up to date, and theirs (see `_owned`)."""
+        """The conversation's tail, up to date, for ``user`` only.
+
+        Every public method that reads or writes a stored conversation starts
+        here (`append` and `import_messages` are refused by the store as well): a
+        conversation belongs to the user who first wrote to it, and anyone else
+        gets `InvalidMessageError` (``user``, `_check_owner`) before anything of
+        it is read or written. The tail learns its owner before any message
+        enters it; see `_owned` for one that knows none yet.
+        """
         tail = await self._synced_tail(conversation, tenant)
         _check_owner(tail, conversation, tenant, user)
         return tail
 
     async def _owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None:
-        """Raise unless ``user`` owns the conversation; the check every public method
-        that reads or writes a stored conversation passes through.
+        """`_tail`'s check again, after reading, for a tail that knew no owner.
 
-        A conversation belongs to the user who first wrote to it (the store
-        refuses another's appends). `_tail` checks the owner the tail knows; a tail
-        that knows none had nothing of the conversation when it was checked, but
-        another process may have made the conversation since. So what was read
-        from the store for a tail without an owner (recall's turns, a read-back)
-        is only handed out after this asks the store whose it is now.
+        Such a tail had nothing of the conversation when `_tail` checked it, but
+        another process may have made the conversation since: what was read from
+        the store for it (recall's turns, a read-back) is only handed out after
+        this has asked the store whose the conversation is now.
         """
         if tail.owner is None:
             info = await self.db.get_conversation(conversation, tenant=tenant)
