@@ -31,9 +31,9 @@ def test_public_api_is_pinned():
         "MessageOverhead", "MissingDependencyError", "ModelInfo", "Passage", "Priority",
         "ProviderRuleError", "Scope", "SectionReport", "TextPart", "TiktokenCounter", "TokenCounter",
         "ToolCallPart", "ToolResultPart", "Unit", "UserError", "WindowResult", "__version__",
-        "count_message", "count_messages", "default_counter", "escape_content", "evaluate_locomo", "group_units",
+        "cache_namespace", "count_message", "count_messages", "default_counter", "escape_content", "evaluate_locomo", "group_units",
         "memory_qa_engine", "model_info", "render_block", "select_window", "share_out", "truncate_to_tokens",
-        "unescape_content",
+        "unescape_content", "user_memory_tag",
     }  # fmt: skip
 
 

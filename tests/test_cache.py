@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextwright import Cache, ConfigError, MemoryCache
+from contextwright import Cache, ConfigError, MemoryCache, cache_namespace, user_memory_tag
 
 
 class Clock:
@@ -101,3 +101,26 @@ def test_invalidated_tags_never_come_back(ops):
         assert v is None or v == (ns, key)
     # no entry tagged t1 survives
     assert all(("t1" not in e.tags) for e in c._entries.values())
+
+
+_ID = st.text(alphabet=st.sampled_from("ab/:%2F"), max_size=5)
+
+
+@given(
+    st.lists(_ID, min_size=1, max_size=4),
+    st.lists(_ID, min_size=1, max_size=4),
+    st.tuples(_ID, _ID),
+    st.tuples(_ID, _ID),
+)
+def test_cache_namespace_names_one_tuple_of_ids(a, b, ta, tb):
+    # joining with "/" made ("t", "u", "u/z") and ("t/u", "u", "z") one namespace
+    assert (cache_namespace(*a) == cache_namespace(*b)) == (a == b)
+    assert (user_memory_tag(*ta) == user_memory_tag(*tb)) == (ta == tb)
+
+
+def test_plain_ids_read_as_before():
+    assert cache_namespace("acme", "u1", "c1") == "acme/u1/c1"
+    assert user_memory_tag("acme", "u1") == "user_memory:acme/u1"
+    assert cache_namespace("t", "u", "u/z") != cache_namespace("t/u", "u", "z")
+    assert user_memory_tag("t", "u/v") != user_memory_tag("t/u", "v")
+    assert user_memory_tag("t:u", "v") != user_memory_tag("t", "u:v")

@@ -115,3 +115,25 @@ def test_inspect_human_output_and_errors(tmp_path, capsys):
     assert code == 2
     assert "cannot read" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_inspect_and_compact_refuse_another_user(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(render_openai_chat(big_thread(30))))
+    imp = ["import", str(path), "--conversation", "s", "--db", str(db), "--user", "ann"]
+    assert run(imp, capsys)[0] == 0
+    for argv in (
+        ["inspect", "s", "--json"],
+        ["compact", "s", "--preview", "--json"],
+        ["compact", "s"],
+    ):
+        code, out, err = run([*argv, "--db", str(db), "--user", "bob"], capsys)
+        assert code == 2, (argv, out, err)
+        assert out == ""
+        assert "another user, not 'bob'" in err
+        assert len(err.strip().splitlines()) == 1
+    assert SQLiteStore(db).summaries("s", tenant="default") == []  # bob's compact wrote nothing
+    code, out, _ = run(["inspect", "s", "--json", "--db", str(db), "--user", "ann"], capsys)
+    assert code == 0
+    assert json.loads(out)["conversation"]["user"] == "ann"

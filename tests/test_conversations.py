@@ -125,7 +125,7 @@ def test_tool_results_are_compressed_offloaded_and_readable(convs):
     built = convs.build_sync("c", "what did the search return?", tenant="t", user="u")
     tool = next(m for m in built.messages if m.role == "tool")
     assert "read_tool_result" in tool.text
-    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t"))
+    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t", user="u"))
     assert page.startswith("[page 1 of")
     # the stored message is verbatim
     original = next(m for m in convs.store.read("c", tenant="t") if m.role == "tool")
@@ -369,6 +369,90 @@ def test_tenants_do_not_share_tails(convs):
     assert "alpha secret" not in json.dumps([m.text for m in built.messages])
 
 
+def _secret_thread(secret: str) -> list[Message]:
+    call = ToolCallPart("call_s", "search", json.dumps({"q": "code"}))
+    rows = json.dumps([{"row": r, "note": f"{secret} " * 5} for r in range(120)])
+    return [
+        Message.user(f"my code word is {secret}"),
+        Message.assistant("Let me check.", tool_calls=[call]),
+        Message.tool(call.id, rows, tool_name="search"),
+        Message.assistant(f"Noted: {secret}."),
+    ]
+
+
+def _every_access(c: Conversations, **kw):
+    """Each public way to read or write conversation "c", as the caller ``kw`` names."""
+    return {
+        "build, not stored": lambda: c.build_sync("c", "code word?", store_message=False, **kw),
+        "build": lambda: c.build_sync("c", "code word?", **kw),
+        "async build": lambda: c._run(c.build("c", "code word?", store_message=False, **kw)),
+        "read_back": lambda: c._run(c.read_back("c", "tool:call_s", 1, **kw)),
+        "compact preview": lambda: c.compact_sync("c", preview=True, **kw),
+        "compact": lambda: c.compact_sync("c", **kw),
+        "check": lambda: c._run(c.check("c", **kw)),
+        "append": lambda: c.append_sync("c", [Message.user("mine now")], **kw),
+        "async append": lambda: c._run(c.append("c", [Message.user("mine now")], **kw)),
+        "import": lambda: c.import_sync("c", [Message.user("mine now")], **kw),
+    }
+
+
+def test_another_user_of_the_tenant_can_neither_read_nor_write_a_conversation(tmp_path):
+    # build(store_message=False), read_back and compact(preview=True) by another user
+    # returned the owner's history, tool results and messages; compact wrote a
+    # summary into the owner's conversation.
+    path = tmp_path / "o.db"
+    warm = development(SQLiteStore(path))
+    warm.append_sync("c", _secret_thread("ZEBRA42"), tenant="t", user="owner")
+    warm.build_sync("c", "hello", tenant="t", user="owner")  # its tail is loaded
+    warm.wait_idle_sync()
+    cold = development(SQLiteStore(path))  # another process: no tail yet
+    store = warm.store
+    before = (store.read("c", tenant="t"), store.summaries("c", tenant="t"))
+    log = store.compactions("c", tenant="t")
+    for c in (warm, cold):
+        for kw in ({"tenant": "t", "user": "mallory"}, {"tenant": "t"}):  # "anonymous"
+            for name, call in _every_access(c, **kw).items():
+                with pytest.raises(InvalidMessageError, match="another user") as err:
+                    call()
+                assert err.value.where == "user", name
+                assert "owner" not in str(err.value), name  # nor who the owner is
+    assert (store.read("c", tenant="t"), store.summaries("c", tenant="t")) == before
+    assert store.compactions("c", tenant="t") == log
+    # the owner still can, in both processes
+    for c in (cold, warm):
+        page = c._run(c.read_back("c", "tool:call_s", 1, tenant="t", user="owner"))
+        assert "ZEBRA42" in page
+        built = c.build_sync("c", "code word?", tenant="t", user="owner", store_message=False)
+        assert "ZEBRA42" in json.dumps([m.text for m in built.messages])
+    assert cold.compact_sync("c", tenant="t", user="owner", preview=True).original_count > 0
+    warm.close()
+    cold.close()
+
+
+def test_a_conversation_another_process_makes_during_a_build_is_not_handed_out(tmp_path):
+    # A build checks the owner its tail knows; a conversation that did not exist then
+    # may be made by another user's process while the build reads the store.
+    path = tmp_path / "r.db"
+    mine, theirs = development(SQLiteStore(path)), development(SQLiteStore(path))
+    built = mine.build_sync("c", "zebra?", tenant="t", user="v", store_message=False)
+    assert "zebra?" in [m.text for m in built.messages]  # nobody's yet: nothing to refuse
+    inner = mine.engine.build
+
+    async def build(*a, **kw):
+        secret = [Message.user("the zebra vault code is 7731"), Message.assistant("noted")]
+        theirs.append_sync("c", secret, tenant="t", user="u")
+        return await inner(*a, **kw)
+
+    mine.engine.build = build  # type: ignore[method-assign]
+    with pytest.raises(InvalidMessageError, match="another user"):
+        mine.build_sync("c", "zebra vault code?", tenant="t", user="v", store_message=False)
+    mine.engine.build = inner  # type: ignore[method-assign]
+    with pytest.raises(InvalidMessageError, match="another user"):
+        mine._run(mine.read_back("c", "tool:x", 1, tenant="t", user="v"))
+    mine.close()
+    theirs.close()
+
+
 def test_compacting_a_missing_conversation_is_an_error(convs):
     with pytest.raises(UserError):
         convs.compact_sync("nope", tenant="t")
@@ -550,7 +634,7 @@ def test_offloaded_results_are_not_stored_twice(convs):
     original = next(m for m in convs.store.read("c", tenant="t") if m.role == "tool")
     pages, page = [], 1
     while True:
-        text = convs._run(convs.read_back("c", "tool:call_0", page, tenant="t"))
+        text = convs._run(convs.read_back("c", "tool:call_0", page, tenant="t", user="u"))
         if "does not exist" in text:
             break
         pages.append(text.split("\n", 1)[1])
@@ -581,7 +665,7 @@ def test_other_stores_get_offloaded_originals_with_put_working(tmp_path):
     assert store.working == ["tool:call_0"]
     item = store.inner.get_working("c", "tool:call_0", tenant="t")
     assert item.content == next(m.text for m in thread(1) if m.role == "tool")
-    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t"))
+    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t", user="u"))
     assert page.startswith("[page 1 of")
     convs.close()
 
@@ -595,13 +679,13 @@ def test_bulk_appends_leave_the_tail_single_appends_leave(tmp_path, batch):
     convs = Conversations(engine, SQLiteStore(tmp_path / "t.db"))
     convs._schedule = lambda *a, **k: None  # type: ignore[method-assign]  # no summaries meanwhile
     convs.append_sync("c", msgs[:3], tenant="t", user="u")
-    convs._run(convs._tail("c", "t"))  # a tail exists from here on: appends grow it
+    convs._run(convs._tail("c", "t", "u"))  # a tail exists from here on: appends grow it
     for i in range(3, len(msgs), batch):
         convs.append_sync("c", msgs[i : i + batch], tenant="t", user="u")
     tail = convs._tails[("t", "c")]
     reference = Conversations(ContextEngine(counter=H, budget=600), SQLiteStore(tmp_path / "r.db"))
     reference.append_sync("c", msgs[:3], tenant="t", user="u")
-    ref = reference._run(reference._tail("c", "t"))
+    ref = reference._run(reference._tail("c", "t", "u"))
     for m in msgs[3:]:
         reference.append_sync("c", [m], tenant="t", user="u")
     assert [m.seq for m in tail.messages] == [m.seq for m in ref.messages]
@@ -611,7 +695,7 @@ def test_bulk_appends_leave_the_tail_single_appends_leave(tmp_path, batch):
     )  # fmt: skip
     assert tail.tokens == sum(count_message(engine.counter, m) for m in tail.messages)
     cold = Conversations(ContextEngine(counter=H, budget=600), SQLiteStore(tmp_path / "t.db"))
-    fresh_tail = cold._run(cold._tail("c", "t"))
+    fresh_tail = cold._run(cold._tail("c", "t", "u"))
     assert [m.seq for m in fresh_tail.messages] == [m.seq for m in tail.messages]
     assert fresh_tail.total_tokens == tail.total_tokens
     for c in (convs, reference, cold):
@@ -727,7 +811,7 @@ def test_bulk_import_writes_readback_keys_for_the_tail_it_counts(tmp_path):
         for c in (deferred, counted):
             built = c.build_sync("imp", "what did the search return?", tenant="t", user="u")
             assert any(key in m.text for m in built.messages if m.role == "tool")
-            page = c._run(c.read_back("imp", key, 1, tenant="t"))
+            page = c._run(c.read_back("imp", key, 1, tenant="t", user="u"))
             assert page.startswith("[page 1 of"), page
         # a tool result summarised away uncounted was never shown: no key for it;
         # every counted one has its key, as in the counted import

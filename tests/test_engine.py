@@ -24,7 +24,9 @@ from contextwright import (
     UserError,
     count_messages,
     group_units,
+    user_memory_tag,
 )
+from contextwright.memory import invalidate_user_memory
 from contextwright.sources import (
     ConversationState,
     SourceBase,
@@ -354,6 +356,29 @@ def test_no_cross_tenant_leak_through_cache():
     b = engine.build_sync("project?", budget=500, tenant="other", user="bob", conversation="c")
     assert "Falcon" in "".join(m.text for m in a.messages)
     assert "Falcon" not in "".join(m.text for m in b.messages)
+
+
+def test_no_cross_tenant_leak_through_cache_with_separators_in_ids():
+    # Namespaces joined with "/" made tenant "t", user "u", conversation "u/z" share one
+    # with tenant "t/u", user "u", conversation "z": the first was served the second's
+    # cached memory block. Tags joined the same way dropped each other's entries.
+    store = InMemoryMemoryStore()
+    store.add(Scope("t/u", "u"), "the vault code is 7731")
+    engine = ContextEngine(counter=HEURISTIC, sources=[UserMemorySource(store=store)])
+    owner = engine.build_sync("code?", budget=500, tenant="t/u", user="u", conversation="z")
+    assert "7731" in "".join(m.text for m in owner.messages)
+    other = engine.build_sync("code?", budget=500, tenant="t", user="u", conversation="u/z")
+    assert not other.report.block("user_memory").cached
+    assert "7731" not in "".join(m.text for m in other.messages)
+    # each user's tag drops its own block only
+    engine.build_sync("code?", budget=500, tenant="t", user="u/u", conversation="z")
+    assert engine.invalidate(user_memory_tag("t", "u/u")) == 1
+    assert engine.invalidate(user_memory_tag("t/u", "u")) == 1
+    # the tag `invalidate_user_memory` drops is the one the source caches under
+    engine.build_sync("code?", budget=500, tenant="t/u", user="u", conversation="z")
+    invalidate_user_memory(engine)(Scope("t/u", "u"))
+    again = engine.build_sync("code?", budget=500, tenant="t/u", user="u", conversation="z")
+    assert not again.report.block("user_memory").cached
 
 
 @pytest.mark.parametrize(

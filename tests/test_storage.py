@@ -326,9 +326,12 @@ def test_a_conversation_belongs_to_one_user(store):
     info = store.ensure_conversation("c", tenant=T, user="alice", metadata={"topic": "trip"})
     assert (info.user, info.metadata, info.last_seq) == ("alice", {"topic": "trip"}, 0)
     assert store.ensure_conversation("c", tenant=T, user="alice") == info
-    with pytest.raises(InvalidMessageError, match="alice"):
+    # the error names the caller, not the owner: who owns it is not bob's to know
+    with pytest.raises(InvalidMessageError, match="another user, not 'bob'") as err:
         store.ensure_conversation("c", tenant=T, user="bob")
-    with pytest.raises(InvalidMessageError, match="alice"):
+    assert err.value.where == "user"
+    assert "alice" not in str(err.value)
+    with pytest.raises(InvalidMessageError, match="another user, not 'bob'"):
         store.append("c", [Message.user("hi")], tenant=T, user="bob")
     store.ensure_conversation("c", tenant="other", user="bob")  # same id, other tenant: fine
     store.append("d", [Message.user("hi")], tenant=T, user="bob")

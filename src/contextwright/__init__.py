@@ -20,7 +20,7 @@ and `.llm` hold the parts' own APIs.
 
 from ._blocks import Block, Priority, escape_content, render_block, unescape_content
 from ._budget import DEFAULT_SHARES, MODELS, Budget, BudgetTracker, ModelInfo, model_info, share_out
-from ._cache import Cache, CacheStats, MemoryCache
+from ._cache import Cache, CacheStats, MemoryCache, cache_namespace, user_memory_tag
 from ._conversations import Conversations, MemoryFlush
 from ._engine import ContextEngine
 from ._errors import (
@@ -113,6 +113,7 @@ __all__ = [
     "UserError",
     "WindowResult",
     "__version__",
+    "cache_namespace",
     "count_message",
     "count_messages",
     "default_counter",
@@ -126,4 +127,5 @@ __all__ = [
     "share_out",
     "truncate_to_tokens",
     "unescape_content",
+    "user_memory_tag",
 ]

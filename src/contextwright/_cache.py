@@ -2,10 +2,19 @@
 
 Sources whose output does not change from one message to the next (user memory
 for 60 s, knowledge for 30 s, experiences for 120 s — seed 000 §2) are served from
-here. Entries live in a *namespace* (the engine uses ``tenant/user/conversation``) so one
-conversation never sees another's entries; *tags* cut across namespaces, so that
-a memory write for user ``u`` can drop ``user_memory:u`` everywhere at once
-(seed 000 §8). The clock is injectable for tests.
+here. Entries live in a *namespace* (the engine's is `cache_namespace` of tenant,
+user and conversation) so one conversation never sees another's entries; *tags*
+cut across namespaces, so that a memory write for user ``u`` of tenant ``t`` can
+drop ``user_memory_tag("t", "u")`` everywhere at once (seed 000 §8). The clock is
+injectable for tests.
+
+Namespaces and tags built from ids are never plain joins: with ``"/"`` as the
+separator, tenant ``t``, user ``u``, conversation ``u/z`` and tenant ``t/u``, user
+``u``, conversation ``z`` would share a namespace, and one tenant would be served
+the other's cached blocks. Each id is escaped first (``%``, ``/`` and ``:`` as
+``%25``, ``%2F``, ``%3A``), so the joined string names one tuple of ids only, and
+stays a plain string that a shared cache (Redis) can hold. Ids without those
+characters read as before: ``user_memory:acme/u1``.
 
 `Cache` is the narrow contract (get, set, invalidate, clear); `MemoryCache` is the
 in-process implementation, an LRU bounded by ``maxsize``. A shared cache for many
@@ -22,7 +31,37 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._errors import ConfigError
 
-__all__ = ["Cache", "CacheStats", "MemoryCache"]
+__all__ = ["Cache", "CacheStats", "MemoryCache", "cache_namespace", "user_memory_tag"]
+
+
+def _escape(part: str) -> str:
+    """``part`` with ``%``, ``/`` and ``:`` percent-escaped: it then contains no separator."""
+    if "%" in part:
+        part = part.replace("%", "%25")
+    if "/" in part:
+        part = part.replace("/", "%2F")
+    if ":" in part:
+        part = part.replace(":", "%3A")
+    return part
+
+
+def cache_namespace(*parts: str) -> str:
+    """A cache namespace (or tag body) made of ids, one per distinct tuple of ids.
+
+    Each part is escaped, then the parts are joined with ``"/"``: ``("t", "u/z")``
+    gives ``t/u%2Fz`` and ``("t/u", "z")`` gives ``t%2Fu/z``. The engine's namespace
+    for a build is ``cache_namespace(tenant, user, conversation)``.
+    """
+    return "/".join([_escape(p) for p in parts])
+
+
+def user_memory_tag(tenant: str, user: str) -> str:
+    """The tag `UserMemorySource` caches its blocks under, for ``engine.invalidate``.
+
+    ``user_memory:`` then `cache_namespace` of the tenant and user; ids without
+    ``%``, ``/`` or ``:`` read plainly (``user_memory:acme/u1``).
+    """
+    return "user_memory:" + cache_namespace(tenant, user)
 
 
 @dataclass

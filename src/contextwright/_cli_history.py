@@ -25,6 +25,7 @@ from ._messages import Message
 from ._tokens import HeuristicCounter, default_counter
 from .history import CompactionConfig, CompactionResult
 from .storage import SQLiteStore, default_db_path
+from .storage._base import not_owner
 
 __all__ = ["add_parsers", "run"]
 
@@ -51,14 +52,17 @@ def add_parsers(sub: Any) -> None:
     imp.add_argument("file", type=Path)
     imp.add_argument("--conversation", required=True)
     imp.add_argument("--user", default="anonymous")
+    owner = "act as this user (default: the conversation's owner); another user's is refused"
     ins = sub.add_parser("inspect", parents=[common], help="show a stored conversation")
     ins.add_argument("conversation")
+    ins.add_argument("--user", default=None, help=owner)
     ins.add_argument("--budget", type=int, default=8000)
     ins.add_argument(
         "--query", default=None, help="build for this message (default: the last user message)"
     )
     com = sub.add_parser("compact", parents=[common], help="compact a stored conversation")
     com.add_argument("conversation")
+    com.add_argument("--user", default=None, help=owner)
     com.add_argument("--preview", action="store_true", help="compute without writing")
 
 
@@ -133,6 +137,9 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
             raise UserError(
                 f"no conversation {args.conversation!r} for tenant {args.tenant!r} in {args.db or default_db_path()}"
             )
+        user = info.user if args.user is None else args.user
+        if user != info.user:  # as `Conversations` refuses it, before anything is read
+            raise not_owner(args.conversation, args.tenant, user)
         query = args.query
         if query is None:
             last_user = next(
@@ -149,7 +156,7 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
                 last_user.text if last_user is not None and last_user.text.strip() else "(inspect)"
             )
         built = convs.build_sync(
-            args.conversation, query, tenant=args.tenant, user=info.user, store_message=False
+            args.conversation, query, tenant=args.tenant, user=user, store_message=False
         )
         summaries = store.summaries(args.conversation, tenant=args.tenant)
         log = store.compactions(args.conversation, tenant=args.tenant)
@@ -228,8 +235,9 @@ def _compact(args: argparse.Namespace, out: Any) -> None:
         if info is None:
             raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
         result: CompactionResult = convs.compact_sync(
-            args.conversation, tenant=args.tenant, user=info.user, preview=args.preview
-        )
+            args.conversation, tenant=args.tenant, preview=args.preview,
+            user=info.user if args.user is None else args.user,
+        )  # fmt: skip
         payload = {
             "conversation": args.conversation, "preview": args.preview, "applied": result.applied,
             "strategies": list(result.strategies), "original_count": result.original_count,

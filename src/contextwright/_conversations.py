@@ -65,6 +65,7 @@ from .storage import (
     Store,
     Summary,
 )
+from .storage._base import not_owner
 
 __all__ = ["Conversations", "MemoryFlush"]
 
@@ -73,6 +74,12 @@ _NO_OFFLOADS: tuple[Offload, ...] = ()
 # More new messages than this from another process, and a tail is read afresh (as
 # at a cold start) instead of taking in every one of them.
 _RELOAD_AFTER = 256
+
+
+def _check_owner(tail: Tail, conversation: str, tenant: str, user: str) -> None:
+    """`InvalidMessageError` (``user``) if the conversation is known to be another user's."""
+    if tail.owner is not None and tail.owner != user:
+        raise not_owner(conversation, tenant, user)
 
 
 class Conversations(_CompactionMixin):
@@ -251,6 +258,7 @@ class Conversations(_CompactionMixin):
         self,
         conversation: str,
         tenant: str,
+        user: str,
         stored: list[Message],
         views: list[tuple[Message, Sequence[Offload]]],
         tokens: list[int],
@@ -271,7 +279,11 @@ class Conversations(_CompactionMixin):
         do. The result is what `_push`-ing them one by one would leave.
         """
         tail = self._tails.get((tenant, conversation))
-        if tail is None or not stored or tail.last_seq != (stored[0].seq or 0) - 1:
+        if tail is None or not stored:
+            return
+        with tail.lock:  # the store took them for ``user``: it owns the conversation
+            tail.owner = user
+        if tail.last_seq != (stored[0].seq or 0) - 1:
             return
         limit = 2 * self.window_tokens
         counter, ov = self.engine.counter, self.engine.overhead
@@ -379,7 +391,7 @@ class Conversations(_CompactionMixin):
         stored, written = await self.db._run(
             functools.partial(self._store, conversation, batch, views, tokens, tenant, user)
         )
-        self._grow_tail(conversation, tenant, stored, views, tokens, written=written)
+        self._grow_tail(conversation, tenant, user, stored, views, tokens, written=written)
         return stored
 
     async def _write_uncounted(
@@ -443,7 +455,9 @@ class Conversations(_CompactionMixin):
         store.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=name)
         self._put_originals(conversation, tenant, views)
 
-    async def _settle(self, conversation: str, tenant: str, stored: list[Message]) -> None:
+    async def _settle(
+        self, conversation: str, tenant: str, user: str, stored: list[Message]
+    ) -> None:
         """Count what a bulk import stored uncounted, as far as the tail reaches.
 
         A long import is stored without counts or prompt views: almost all of it is
@@ -468,14 +482,14 @@ class Conversations(_CompactionMixin):
             await self.db._run(
                 functools.partial(self._store_counts, conversation, tenant, ms, vs, ns)
             )
-        self._grow_tail(conversation, tenant, stored, views, tokens, first)
+        self._grow_tail(conversation, tenant, user, stored, views, tokens, first)
 
     async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
         """After a bulk write: summarise what is outside the window now, in the
         background, so that the first build does not have to. Below seed 002's
         triggers too if the tail could not hold all that is not summarised: a bulk
         import leaves those messages uncounted, for this summary to cover."""
-        tail = await self._tail(conversation, tenant)
+        tail = await self._tail(conversation, tenant, user)
         with tail.lock:
             past_tail = tail.last_seq - tail.boundary > len(tail.messages)
         if past_tail or self._check(tail, None).summary_due:
@@ -540,10 +554,10 @@ class Conversations(_CompactionMixin):
         except BaseException:
             if deferred and stored:  # what was stored still gets its tail counted
                 with contextlib.suppress(Exception):
-                    await self._settle(conversation, tenant, stored)
+                    await self._settle(conversation, tenant, user, stored)
             raise
         if deferred:
-            await self._settle(conversation, tenant, stored)
+            await self._settle(conversation, tenant, user, stored)
         optimize = getattr(self.store, "optimize_search_index", None)
         if stored and optimize_index and optimize is not None:
             await self.db._run(optimize)
@@ -568,7 +582,36 @@ class Conversations(_CompactionMixin):
 
     # -- reading -------------------------------------------------------------------------
 
-    async def _tail(self, conversation: str, tenant: str) -> Tail:
+    async def _tail(self, conversation: str, tenant: str, user: str) -> Tail:
+        """The conversation's tail, up to date, for ``user`` only.
+
+        Every public method that reads or writes a stored conversation starts
+        here (`append` and `import_messages` are refused by the store as well): a
+        conversation belongs to the user who first wrote to it, and anyone else
+        gets `InvalidMessageError` (``user``, `_check_owner`) before anything of
+        it is read or written. The tail learns its owner before any message
+        enters it; see `_owned` for one that knows none yet.
+        """
+        tail = await self._synced_tail(conversation, tenant)
+        _check_owner(tail, conversation, tenant, user)
+        return tail
+
+    async def _owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None:
+        """`_tail`'s check again, after reading, for a tail that knew no owner.
+
+        Such a tail had nothing of the conversation when `_tail` checked it, but
+        another process may have made the conversation since: what was read from
+        the store for it (recall's turns, a read-back) is only handed out after
+        this has asked the store whose the conversation is now.
+        """
+        if tail.owner is None:
+            info = await self.db.get_conversation(conversation, tenant=tenant)
+            if info is not None:
+                with tail.lock:
+                    tail.owner = info.user
+        _check_owner(tail, conversation, tenant, user)
+
+    async def _synced_tail(self, conversation: str, tenant: str) -> Tail:
         """The conversation's tail, brought up to date with the store (O(new messages)).
 
         With a store that has change tokens (`SQLiteStore.change_token`), a tail
@@ -588,12 +631,15 @@ class Conversations(_CompactionMixin):
             tail = Tail()
             if info is not None:
                 # cold start (once per conversation per process)
+                tail.owner = info.user
                 await self._load_tail(tail, conversation, tenant, info)
             self._tails[key] = tail
             tail.synced = token  # if the load wrote counts, the token moved on: checked again
             return tail
         with tail.lock:
             tail.synced = None  # until brought up to date below
+            if info is not None:
+                tail.owner = info.user
         if info is not None and info.last_seq > tail.last_seq:
             if info.last_seq - tail.last_seq > _RELOAD_AFTER:
                 # Much was written elsewhere (another process imported, say): read
@@ -721,9 +767,13 @@ class Conversations(_CompactionMixin):
 
         The message is stored first (``store_message``), so it is never lost. Extra
         keywords go to `ContextEngine.build` (state, locale, provider…).
+
+        A conversation belongs to the user who first wrote to it: a build by anyone
+        else raises `InvalidMessageError` (``user``), with ``store_message=False``
+        too, and nothing of the conversation is read or written for them.
         """
         current = self.engine._current(message)
-        tail = await self._tail(conversation, tenant)
+        tail = await self._tail(conversation, tenant, user)
         urgency = self._check(tail, budget)
         compacted: CompactionResult | None = None
         running = self._jobs.get((tenant, conversation))
@@ -752,6 +802,7 @@ class Conversations(_CompactionMixin):
         finally:
             if storing is not None:
                 await storing
+        await self._owned(tail, conversation, tenant, user)  # made by another meanwhile?
         built.report.compaction = {
             "urgency": urgency.urgency,
             "live_tokens": urgency.current_tokens,
@@ -821,15 +872,34 @@ class Conversations(_CompactionMixin):
         return int(total * b.weights()["recent"])
 
     async def check(
-        self, conversation: str, *, tenant: str = "default", budget: Budget | int | None = None
+        self,
+        conversation: str,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        budget: Budget | int | None = None,
     ) -> CompactionCheck:
-        return self._check(await self._tail(conversation, tenant), budget)
+        """How big the live conversation is and whether it is due a summary (``user``'s only)."""
+        return self._check(await self._tail(conversation, tenant, user), budget)
 
     async def read_back(
-        self, conversation: str, key: str, page: int = 1, *, tenant: str = "default"
+        self,
+        conversation: str,
+        key: str,
+        page: int = 1,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
     ) -> str:
-        """The read-back tool's answer: a page of an offloaded tool result."""
+        """The read-back tool's answer: a page of an offloaded tool result.
+
+        Only for the conversation's owner, as every method here: ``user`` defaults
+        to ``"anonymous"`` like `build` and `append`; anyone else gets
+        `InvalidMessageError` (``user``).
+        """
+        tail = await self._tail(conversation, tenant, user)
         item = await self.db.get_working(conversation, key, tenant=tenant)
+        await self._owned(tail, conversation, tenant, user)
         if item is None:
             return f"[nothing stored under {key!r}: it may have expired]"
         return readback_page(item.content, page, self.engine.counter)
@@ -881,7 +951,7 @@ class Conversations(_CompactionMixin):
                 raise UserError("this is the sync API; inside an event loop use the async methods")
         batch, views, tokens = self._prepare(messages)
         stored, written = self._store(conversation, batch, views, tokens, tenant, user)
-        self._grow_tail(conversation, tenant, stored, views, tokens, written=written)
+        self._grow_tail(conversation, tenant, user, stored, views, tokens, written=written)
         if bulk and len(stored) >= self.compaction.summary_message_threshold:
             self._run(self._summarise_if_due(conversation, tenant, user))
         else:

@@ -308,7 +308,11 @@ class ContextEngine:
             self._loop.close()
 
     def invalidate(self, *tags: str, namespace: str | None = None) -> int:
-        """Drop cached blocks by tag (e.g. ``user_memory:tenant/user``) or namespace."""
+        """Drop cached blocks by tag or namespace; returns how many.
+
+        ``user_memory_tag(tenant, user)`` is the tag of a user's memory block;
+        ``cache_namespace(tenant, user, conversation)`` a conversation's namespace.
+        """
         return self.cache.invalidate(tags=tags, namespace=namespace)
 
     # -- stages ------------------------------------------------------------------------

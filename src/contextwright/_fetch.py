@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._blocks import Block
-from ._cache import Cache
+from ._cache import Cache, cache_namespace
 from ._eager import resume, step
 from .sources._base import Source
 from .sources._state import Turn
@@ -58,8 +58,9 @@ def _as_blocks(result: Any, source: Source) -> list[Block]:
 
 
 def cache_key(source: Source, turn: Turn) -> str:
+    """The source's name (escaped: it holds no ``:`` then) and its own key for the turn."""
     key_fn = getattr(source, "cache_key", None)
-    return f"{source.name}:{key_fn(turn) if key_fn else ''}"
+    return f"{cache_namespace(source.name)}:{key_fn(turn) if key_fn else ''}"
 
 
 class _Run:

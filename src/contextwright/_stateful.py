@@ -37,6 +37,9 @@ class Tail:
     total_tokens: int = 0  # stored prompt cost of the whole conversation (running sum)
     covered_tokens: int = 0  # of that, what the summary covers
     summary: Summary | None = None
+    # The user the conversation belongs to, once it exists; set before any of its
+    # messages enter the tail, so that a tail with messages always knows its owner.
+    owner: str | None = None
     # The store's change token when the tail was last known to hold everything
     # stored (see `Conversations._tail`); None: ask the store.
     synced: tuple[int, int] | None = None

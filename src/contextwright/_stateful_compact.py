@@ -71,7 +71,8 @@ class _CompactionMixin:
         def _save_compaction(
             self, summary: Summary, entry: CompactionEntry, tenant: str
         ) -> tuple[Summary, _Written]: ...
-        async def _tail(self, conversation: str, tenant: str) -> Tail: ...
+        async def _tail(self, conversation: str, tenant: str, user: str) -> Tail: ...
+        async def _owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None: ...
         def _window_allowance(self, budget: Budget | int | None) -> int: ...
         def _store_counts(
             self, conversation: str, tenant: str, messages: Sequence[Message],
@@ -331,7 +332,15 @@ class _CompactionMixin:
         self, conversation: str, *, tenant: str = "default", user: str = "anonymous",
         preview: bool = False, force: bool = True,
     ) -> CompactionResult:  # fmt: skip
-        """Compact now (``preview``: compute without writing). ``force`` summarises even under the soft threshold."""
+        """Compact now (``preview``: compute without writing). ``force`` summarises even under the soft threshold.
+
+        Only the conversation's owner may, a preview too: anyone else gets
+        `InvalidMessageError` (``user``) before anything is read or written.
+        """
+        tail = await self._tail(conversation, tenant, user)
+        await self._owned(tail, conversation, tenant, user)
+        if tail.owner is None:
+            raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
         # A background summary may be under way (a bulk import schedules one). A
         # forced compaction summarises all it would (everything but the newest
         # ``keep_recent_messages``), so it is told at once to give way: it stands
@@ -343,9 +352,6 @@ class _CompactionMixin:
         if yielding:
             self._yield_to.add(key)
         try:
-            tail = await self._tail(conversation, tenant)
-            if await self.db.get_conversation(conversation, tenant=tenant) is None:
-                raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
             running = self._jobs.get(key)
             if running is not None:
                 await asyncio.wait([asyncio.wrap_future(running)])

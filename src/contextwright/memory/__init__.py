@@ -16,6 +16,7 @@
   OpenAI-compatible adapters; `_spaces` — one embedding model per index.
 """
 
+from .._cache import user_memory_tag
 from ._base import (
     CATEGORIES,
     InMemoryMemoryStore,
@@ -61,4 +62,5 @@ __all__ = [
     "dedupe_key",
     "invalidate_user_memory",
     "normalize_rows",
+    "user_memory_tag",
 ]

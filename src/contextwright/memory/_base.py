@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from .._cache import cache_namespace
 from .._errors import ConfigError, InvalidMessageError
 from .._lexical import lexical_score, terms
 
@@ -71,7 +72,7 @@ class Scope:
 
     @property
     def key(self) -> str:
-        return f"{self.tenant}/{self.user}/{self.namespace}"
+        return cache_namespace(self.tenant, self.user, self.namespace)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ Wiring, so that a memory written after turn N is in turn N+1's context::
     store = SQLiteMemoryStore("chat.db")
     engine = ContextEngine(sources=[UserMemorySource(store=store)], ...)
     writer = MemoryWriter(store, on_write=invalidate_user_memory(engine))
-    # i.e. on_write=lambda s: engine.invalidate(f"user_memory:{s.tenant}/{s.user}")
+    # i.e. on_write=lambda s: engine.invalidate(user_memory_tag(s.tenant, s.user))
     conversations = Conversations(engine, "chat.db", memory_flush=writer.flush)
     ...
     built = await conversations.build(cid, text, user=uid)     # never waits for memory
@@ -57,6 +57,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
+from .._cache import user_memory_tag
 from .._errors import ConfigError, UserError
 from .._messages import Message
 from ..llm import describe_error
@@ -109,11 +110,11 @@ class _Invalidates(Protocol):
 def invalidate_user_memory(engine: _Invalidates) -> Callable[[Scope], None]:
     """An ``on_write`` that drops ``engine``'s cached user-memory block of the scope's user.
 
-    The tag is the one `UserMemorySource` caches under (seed 000 §8).
+    The tag is the one `UserMemorySource` caches under, `user_memory_tag` (seed 000 §8).
     """
 
     def on_write(scope: Scope) -> None:
-        engine.invalidate(f"user_memory:{scope.tenant}/{scope.user}")
+        engine.invalidate(user_memory_tag(scope.tenant, scope.user))
 
     return on_write
 

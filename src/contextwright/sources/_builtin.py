@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from .._blocks import Block, Priority
+from .._cache import user_memory_tag
 from .._messages import ToolCallPart
 from ..knowledge import KnowledgeStore
 from ..memory import Memory, MemoryStore, Scope
@@ -68,7 +69,7 @@ class UserMemorySource(SourceBase):
         return f"{turn.user}:" + hashlib.blake2b(turn.query.encode(), digest_size=8).hexdigest()
 
     def cache_tags(self, turn: Turn) -> Iterable[str]:
-        return {f"user_memory:{turn.tenant}/{turn.user}", *self.tags}
+        return {user_memory_tag(turn.tenant, turn.user), *self.tags}
 
     async def fetch(self, turn: Turn, allowance: int) -> FetchResult:
         if self.store is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .._cache import cache_namespace
 from .._errors import InvalidMessageError
 from .._messages import Message
 
@@ -162,12 +163,13 @@ class Turn:
             return self.user_turns + 1
         return 1 + sum(1 for m in self.history if m.role == "user")
 
-    @property
+    @cached_property
     def namespace(self) -> str:
-        """Cache namespace: one per tenant, user and conversation.
+        """Cache namespace: one per tenant, user and conversation (`cache_namespace`).
 
         The user is part of it because two users may share a conversation id (the
         default is "default"): a cached block of one must never be served to the
-        other, whatever the source's own cache key says.
+        other, whatever the source's own cache key says. The ids are escaped, not
+        just joined, so that no two (tenant, user, conversation) share one.
         """
-        return f"{self.tenant}/{self.user}/{self.conversation}"
+        return cache_namespace(self.tenant, self.user, self.conversation)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .._errors import InvalidMessageError
 from .._messages import Message, Role
 
 __all__ = [
@@ -36,7 +37,21 @@ __all__ = [
     "Summary",
     "WorkingItem",
     "default_db_path",
+    "not_owner",
 ]
+
+
+def not_owner(conversation: str, tenant: str, user: str) -> InvalidMessageError:
+    """The error for ``user`` reaching a conversation that belongs to another user.
+
+    Raised by every read and write of a conversation by anyone but its owner (the
+    user who first wrote to it). It names the conversation and the caller, not
+    the owner: who owns it is not the caller's to know.
+    """
+    return InvalidMessageError(
+        "user",
+        f"conversation {conversation!r} of tenant {tenant!r} belongs to another user, not {user!r}",
+    )
 
 
 def default_db_path() -> Path:
@@ -208,7 +223,10 @@ class Store(Protocol):
         user: str = "anonymous",
         tokens: Sequence[int] | None = None,
         counter: str = "",
-    ) -> list[Message]: ...
+    ) -> list[Message]:
+        """Store ``messages``; a conversation belongs to the user who made it, and an
+        append by another raises `InvalidMessageError` (`not_owner`), writing nothing."""
+        ...
 
     def read(
         self,

@@ -62,7 +62,7 @@ from typing import Any
 from .._errors import ConfigError, InvalidMessageError, StoreError
 from .._messages import ROLES, Message
 from . import _rows
-from ._base import ConversationInfo, SearchHit, default_db_path
+from ._base import ConversationInfo, SearchHit, default_db_path, not_owner
 from ._checkpoint import Checkpointer
 from ._fts import FTS_TABLES, SEQ_BITS, fts_range, fts_table, match_query, write_index
 from ._migrations import MIGRATIONS, Migration, apply_migrations
@@ -240,11 +240,7 @@ class SQLiteStore(HistoryTables):
         ).fetchone()
         if row is not None:
             if row[2] != user:
-                raise InvalidMessageError(
-                    "user",
-                    f"conversation {conversation!r} of tenant {tenant!r} belongs to user "
-                    f"{row[2]!r}, not {user!r}",
-                )
+                raise not_owner(conversation, tenant, user)
             return row[0], row[1]
         (cid,) = conn.execute("SELECT coalesce(max(cid), 0) + 1 FROM conversations").fetchone()
         now = self.clock()
