@@ -741,14 +741,15 @@ class Conversations(_CompactionMixin):
         compacted: CompactionResult | None = None
         running = self._jobs.get((tenant, conversation))
         # nothing summarised yet, and the window cannot hold what is there
-        first = urgency.summary_due and tail.summary is None
+        first = urgency.summary_due and tail.summary is None and not tail.first_summary_tried
         if (urgency.urgency in ("hard", "emergency") or first) and running is not None:
             await asyncio.wrap_future(running)  # the same work is already under way
             urgency = self._check(tail, budget)
-            first = urgency.summary_due and tail.summary is None
+            first = first and urgency.summary_due and tail.summary is None
         if urgency.urgency in ("hard", "emergency"):
             compacted = await self._compact(conversation, tenant, user, tail, urgency, wait=True)
         elif first:
+            tail.first_summary_tried = True  # tried once, whatever it finds to summarise
             compacted = await self._compact(
                 conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
             )  # fmt: skip
