@@ -289,3 +289,27 @@ def test_agent_builds_keep_the_newest_unit_never_orphan_never_exceed(trace, budg
     newest_cost = sum(count_message(H, m) for m in trace[newest.start : newest.end])
     if newest_cost <= left:
         assert all(i in ids for i in newest_ids)
+
+
+def test_the_inline_first_summary_is_tried_once():
+    # one unit a summary cannot cut (a call with all its results): nothing is summarised
+    calls = [ToolCallPart(f"c{i}", "f") for i in range(15)]
+    history = [Message.assistant(tool_calls=calls)]
+    history += [Message.tool(f"c{i}", "result " * 300) for i in range(15)]
+    convs = Conversations(ContextEngine(counter=H), ":memory:")
+    convs.append_sync("a", history)
+    convs.wait_idle_sync()
+    inline = []
+    compact = convs._compact
+
+    async def counted(*args, **kw):
+        inline.append(kw.get("wait"))
+        return await compact(*args, **kw)
+
+    convs._compact = counted  # type: ignore[method-assign]
+    for _ in range(3):
+        built = convs.build_sync("a", "q", budget=1500)
+        assert built.report.used <= 1500
+        convs.wait_idle_sync()
+    assert inline.count(True) == 1
+    convs.close()
