@@ -755,7 +755,7 @@ class Conversations(_CompactionMixin):
     async def build(
         self,
         conversation: str,
-        message: str | Message,
+        message: str | Message | None,
         *,
         tenant: str = "default",
         user: str = "anonymous",
@@ -766,29 +766,54 @@ class Conversations(_CompactionMixin):
         """Build the context for a new user ``message`` in ``conversation``.
 
         The message is stored first (``store_message``), so it is never lost. Extra
-        keywords go to `ContextEngine.build` (state, locale, provider…).
+        keywords go to `ContextEngine.build` (state, locale, provider…). With
+        ``message`` None, or a tool-role message (stored first, whatever
+        ``store_message`` says, as it belongs to the history), the build is the
+        agent's next step after the stored tool results (see `ContextEngine.build`).
+
+        A first build that would leave out history no summary covers yet
+        summarises it before it returns, as a conversation over its hard threshold
+        is compacted; later summaries are made in the background.
 
         A conversation belongs to the user who first wrote to it: a build by anyone
         else raises `InvalidMessageError` (``user``), with ``store_message=False``
         too, and nothing of the conversation is read or written for them.
         """
-        current = self.engine._current(message)
+        current: Message | None = None
+        if isinstance(message, Message) and message.role == "tool":
+            # refused before it is stored unless it completes the last tool call
+            owned = await self._tail(conversation, tenant, user)
+            self.engine._next_step(message, owned.snapshot()[0])
+            await self._append(conversation, [message], tenant, user, index_later=False)
+        elif message is not None:
+            current = self.engine._current(message)
         tail = await self._tail(conversation, tenant, user)
         urgency = self._check(tail, budget)
         compacted: CompactionResult | None = None
         running = self._jobs.get((tenant, conversation))
-        if urgency.urgency in ("hard", "emergency") and running is not None:
+        # nothing summarised yet, and the window cannot hold what is there
+        first = urgency.summary_due and tail.summary is None and not tail.first_summary_tried
+        if (urgency.urgency in ("hard", "emergency") or first) and running is not None:
             await asyncio.wrap_future(running)  # the same work is already under way
             urgency = self._check(tail, budget)
+            first = first and urgency.summary_due and tail.summary is None
         if urgency.urgency in ("hard", "emergency"):
             compacted = await self._compact(conversation, tenant, user, tail, urgency, wait=True)
+        elif first:
+            tail.first_summary_tried = True  # tried once, whatever it finds to summarise
+            compacted = await self._compact(
+                conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
+            )  # fmt: skip
+            urgency = self._check(tail, budget)
         history, turns, summary_rec = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
         # The new message is stored while the context is built (the store works on
         # its own thread), so a turn pays for one of the two, not both; under the
         # sync API the store runs inline, so it is simply stored first.
         storing: asyncio.Future[list[Message]] | None = None
-        if store_message and self._inline():
+        if current is None:
+            pass  # the agent's next step: the tool results are in the history
+        elif store_message and self._inline():
             await self._append(conversation, [current], tenant, user, index_later=False)
         elif store_message:
             storing = asyncio.ensure_future(
@@ -977,7 +1002,9 @@ class Conversations(_CompactionMixin):
             )
         )  # fmt: skip
 
-    def build_sync(self, conversation: str, message: str | Message, **kw: Any) -> BuiltContext:
+    def build_sync(
+        self, conversation: str, message: str | Message | None, **kw: Any
+    ) -> BuiltContext:
         return self._run(self.build(conversation, message, **kw))
 
     def compact_sync(self, conversation: str, **kw: Any) -> CompactionResult:

@@ -38,7 +38,7 @@ from ._cache import Cache, MemoryCache
 from ._errors import BudgetError, ConfigError, InvalidMessageError, UserError
 from ._fetch import Fetched, fetch_all
 from ._fit import JOIN, Candidate, Decision, fit_blocks, render_cost, truncate_block
-from ._messages import Message
+from ._messages import Message, iter_units_backwards
 from ._receipt import BlockReport, BuiltContext, ContextReport, SectionReport, Status
 from ._tokens import (
     DEFAULT_OVERHEAD,
@@ -48,12 +48,36 @@ from ._tokens import (
     count_message,
     default_counter,
 )
-from ._window import ShortenCache, WindowMemo, WindowResult, narrow_window, select_window
+from ._window import (
+    ShortenCache,
+    WindowMemo,
+    WindowResult,
+    narrow_window,
+    opener_placeholder,
+    select_window,
+    shorten_message,
+    turn_opener,
+)
 from .sources._base import Source
 from .sources._state import ConversationState, Turn
 from .sources._templates import templates_for
 
 __all__ = ["ContextEngine"]
+
+
+@dataclass
+class _NextStep:
+    """A build with no new message: the newest tool unit stands in for it (protected).
+
+    ``lead`` is the placeholder of the turn's opening user message, put before the
+    unit when the window keeps nothing before it (a request opens with a user turn).
+    """
+
+    messages: list[Message]
+    cost: int
+    lead: Message
+    lead_cost: int
+    goal: bool  # the turn's opening user message is known: restate it as the goal
 
 
 @dataclass
@@ -77,6 +101,7 @@ class _Layout:
     protected_by: dict[str, int] = field(default_factory=dict)  # protected tokens per section
     breakpoints: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    step: _NextStep | None = None
 
 
 class ContextEngine:
@@ -163,7 +188,7 @@ class ContextEngine:
 
     async def build(
         self,
-        message: str | Message,
+        message: str | Message | None,
         *,
         history: Sequence[Message] = (),
         budget: Budget | int | None = None,
@@ -179,6 +204,11 @@ class ContextEngine:
     ) -> BuiltContext:
         """Build the context for ``message`` after ``history`` (oldest first).
 
+        With ``message`` None the build is an agent's next step: ``history`` must end
+        with the results of a tool call, and that newest tool unit is protected as
+        the current message is (a tool-role ``message`` is appended to ``history``
+        first). The goal restated is then the turn's opening user message.
+
         ``extra_sources`` join the engine's sources for this build only (the stateful
         mode adds its recall source this way). ``user_turns`` is the number of user
         messages before this one, if the caller
@@ -190,7 +220,11 @@ class ContextEngine:
         bud = self._budget(budget, None) if budget is not None else self.budget
         if bud is None:
             raise ConfigError("no budget: pass budget= to build() or to ContextEngine, or a model=")
-        current = self._current(message)
+        step: _NextStep | None = None
+        if message is None or (isinstance(message, Message) and message.role == "tool"):
+            history, step, current = self._next_step(message, history)
+        else:
+            current = self._current(message)
         if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
             raise InvalidMessageError("history", "must be a sequence of Message")
         for i in (0, len(history) - 1) if history else ():
@@ -249,11 +283,12 @@ class ContextEngine:
 
         # 3. fit
         cands = self._candidates(fetched, applicable, report)
-        lay = self._fit(turn, history, summary, cands, limit, bud, t)
+        lay = self._fit(turn, history, summary, cands, limit, bud, t, step)
         t3 = time.perf_counter()
         # 4. assemble
         messages = self._assemble(lay, current, limit, t, report)
         self._receipt(lay, messages, history, current, summary, bud, report)
+        self._warn_dropped(lay, history, limit, report)
         built = BuiltContext(messages, report, tuple(lay.breakpoints))
         t4 = time.perf_counter()
         ms = report.timings_ms
@@ -288,7 +323,7 @@ class ContextEngine:
         self._turn_count = (n, history[n - 1], count) if n else None
         return count
 
-    def build_sync(self, message: str | Message, **kw: Any) -> BuiltContext:
+    def build_sync(self, message: str | Message | None, **kw: Any) -> BuiltContext:
         """`build` for code without an event loop (one private loop per engine)."""
         try:
             asyncio.get_running_loop()
@@ -316,6 +351,43 @@ class ContextEngine:
         return self.cache.invalidate(tags=tags, namespace=namespace)
 
     # -- stages ------------------------------------------------------------------------
+
+    def _next_step(
+        self, message: Message | None, history: Sequence[Message]
+    ) -> tuple[Sequence[Message], _NextStep, Message]:
+        """Split ``history`` (with a tool-role ``message`` appended) into the window's
+        part and the newest tool unit; also the turn's message for the sources."""
+        if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
+            raise InvalidMessageError("history", "must be a sequence of Message")
+        if message is not None:
+            history = [*history, message]
+        try:
+            unit = next(iter_units_backwards(history), None) if history else None
+            last = history[-1].role if history else None
+        except AttributeError:
+            raise InvalidMessageError("history", "must be a sequence of Message") from None
+        if unit is None or last != "tool" or unit.kind != "tool_call":
+            why = {"incomplete_call": " (some are missing)", "orphan_result": " (no call)"}
+            raise InvalidMessageError(
+                "message" if message is None else "message.role",
+                "a build without a new user message needs a history that ends with the "
+                "results of every call of its last assistant turn"
+                + (why.get(unit.kind, "") if unit is not None else ""),
+            )
+        counter, ov, limit = self.counter, self.overhead, self.max_message_tokens
+        msgs: list[Message] = []
+        for m in history[unit.start :]:
+            if limit is not None and count_message(counter, m, ov) > limit:
+                m = shorten_message(m, limit, counter, ov, self._shortened)
+            msgs.append(m)
+        cost = sum(count_message(counter, m, ov) for m in msgs)
+        u = turn_opener(history, unit.start)
+        opener = history[u] if u is not None else None
+        lead = opener_placeholder(opener, counter, ov, self._shortened)
+        step = _NextStep(msgs, cost, lead, count_message(counter, lead, ov), opener is not None)
+        seq = history if isinstance(history, (list, tuple)) else list(history)
+        before = seq[: unit.start]
+        return before, step, opener if opener is not None else history[-1]
 
     @staticmethod
     def _current(message: str | Message) -> Message:
@@ -382,6 +454,7 @@ class ContextEngine:
         limit: int,
         bud: Budget,
         t: dict[str, str],
+        step: _NextStep | None = None,
     ) -> _Layout:
         counter, ov = self.counter, self.overhead
         weights = bud.weights()
@@ -400,7 +473,8 @@ class ContextEngine:
             if has_sys
             else 0
         )
-        cur_cost = count_message(counter, turn.message, ov)
+        lay.step = step
+        cur_cost = step.cost + step.lead_cost if step else count_message(counter, turn.message, ov)
         tail_frame = self._msg_cost(t["tail.header"]) + 1
         tail_cost = tail_frame + sum(c.tokens for c in lay.tail_p0) if lay.tail_p0 else 0
         lay.protected = ov.reply_priming + sys_cost + cur_cost + tail_cost
@@ -413,7 +487,7 @@ class ContextEngine:
             items = [
                 ("system_prompt", self._msg_cost(self.system_prompt) if self.system_prompt else 0)
             ]
-            items += [("current_message", cur_cost)]
+            items += [("current_step" if step else "current_message", cur_cost)]
             items += [(c.block.name, c.tokens) for c in lay.static_p0 + lay.tail_p0]
             raise BudgetError(lay.protected, limit, items)
         rest = limit - lay.protected
@@ -426,7 +500,8 @@ class ContextEngine:
         rest -= used + (opener if used else 0)
 
         # The other sections share what is left by their target shares.
-        lay.goal = self._goal(turn, t, lay.warnings) if self.restate_goal else None
+        restate = self.restate_goal and (step is None or step.goal)
+        lay.goal = self._goal(turn, t, lay.warnings) if restate else None
         lay.goal_cost = count_message(counter, lay.goal, ov) if lay.goal else 0
         lay.summary_full = self._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
         frame = 0 if lay.tail_p0 or not tail_rest else tail_frame
@@ -548,7 +623,12 @@ class ContextEngine:
                 out.append(
                     Message.system(JOIN.join([t["tail.header"], *(d.text for d in tail_in)]))
                 )
-            out.append(current)
+            if lay.step is None:
+                out.append(current)
+            else:
+                if not window:  # a request opens with a user turn
+                    out.append(lay.step.lead)
+                out.extend(lay.step.messages)
             if lay.goal_in and lay.goal is not None:
                 out.append(lay.goal)
             return out
@@ -569,11 +649,17 @@ class ContextEngine:
         while total > limit:
             droppable = [d for d in tail_in if d.candidate.block.priority > 0]
             if window:
-                k = 1
+                # the opener stays while a unit of its turn follows it
+                first = 1 if window[0] is lay.window.opener and len(window) > 1 else 0
+                k = first + 1
                 while k < len(window) and window[k].role == "tool":
                     k += 1
-                window_tokens -= sum(count_message(counter, m, ov) for m in window[:k])
-                del window[:k]
+                window_tokens -= sum(count_message(counter, m, ov) for m in window[first:k])
+                del window[first:k]
+                if first and window[1:] and window[1].role == "user":
+                    window_tokens -= count_message(counter, window[0], ov)
+                    del window[0]  # the next turn opens itself
+                k -= first
                 report.warnings.append(
                     f"dropped {k} oldest history message(s) after the final count"
                 )
@@ -601,6 +687,21 @@ class ContextEngine:
         lay.window_tokens = window_tokens
         report.used = total
         return messages
+
+    def _warn_dropped(
+        self, lay: _Layout, history: Sequence[Message], limit: int, report: ContextReport
+    ) -> None:
+        """Warn when history was left out although the budget had room for more of it."""
+        win = lay.window
+        left = limit - report.used
+        dropped = len(history) - report.history_messages
+        if dropped <= 0 or win.next_cost is None or left < win.next_cost:
+            return
+        report.warnings.append(
+            f"history: {dropped} older message(s) left out while {left} tokens of the "
+            f"budget were unused (the next older unit needs {win.next_cost}; "
+            f"window stopped at: {win.stopped})"
+        )
 
     def _receipt(
         self, lay: _Layout, messages: list[Message], history: Sequence[Message], current: Message,
@@ -674,22 +775,42 @@ class ContextEngine:
             ))  # fmt: skip
         window, win = lay.window_messages, lay.window
         hist_tokens = lay.window_tokens
+        opener = win.opener
+        placeholder = bool(window) and window[0] is opener and not win.opener_verbatim
+        kept = len(window) - placeholder
         if history:
             h_status: Status = (
-                "included" if len(window) == len(history) else "truncated" if window else "dropped"
+                "included" if kept == len(history) else "truncated" if kept else "dropped"
             )
-            reason = f"{len(window)} of {len(history)} messages; window stopped at: {win.stopped}"
+            reason = f"{kept} of {len(history)} messages; window stopped at: {win.stopped}"
+            if placeholder:
+                reason += "; the turn's opening message is a placeholder"
             if win.broken:
                 reason += f"; skipped {len(win.broken)} broken unit(s): {win.broken[0][1]}"
             lines.append(
                 BlockReport("history", "history", "recent", 1, h_status, hist_tokens, reason)
             )
-        cur = count_message(counter, current, ov)
-        lines.append(
-            BlockReport(
-                "current_message", "input", "input", 0, "included", cur, "protected: always present"
+        if lay.step is None:
+            cur = count_message(counter, current, ov)
+            lines.append(
+                BlockReport(
+                    "current_message",
+                    "input",
+                    "input",
+                    0,
+                    "included",
+                    cur,
+                    "protected: always present",
+                )
             )
-        )
+        else:
+            lead = lay.step.lead_cost if not window else 0
+            cur = lay.step.cost + lead
+            lines.append(BlockReport(
+                "current_step", "input", "input", 0, "included", cur,
+                f"protected: the newest tool step ({len(lay.step.messages)} messages)"
+                + (", after a placeholder of its turn's opening message" if lead else ""),
+            ))  # fmt: skip
         goal = count_message(counter, lay.goal, ov) if lay.goal is not None and lay.goal_in else 0
         if self.restate_goal:
             lines.append(
@@ -707,7 +828,7 @@ class ContextEngine:
         report.blocks.extend(lines[1:] if self.system_prompt else lines)
         report.protected_tokens = lay.protected
         report.warnings.extend(lay.warnings)
-        report.history_messages = len(window)
+        report.history_messages = kept
         report.history_units = win.units
         report.history_total = len(history)
         report.history_considered = len(history) - win.considered_end

@@ -43,6 +43,8 @@ class Tail:
     # The store's change token when the tail was last known to hold everything
     # stored (see `Conversations._tail`); None: ask the store.
     synced: tuple[int, int] | None = None
+    # a build summarised inline what its window left out (done once; see `build`)
+    first_summary_tried: bool = False
     # Background summaries adopt their result from another thread.
     lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -107,6 +107,7 @@ class _CompactionMixin:
         self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
         *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
         explicit: bool = False, prompt: bool = True, background: bool = False,
+        budget: Budget | int | None = None,
     ) -> CompactionResult:  # fmt: skip
         """Summarise early turns into a new summary version and log it.
 
@@ -147,7 +148,7 @@ class _CompactionMixin:
             # a routine summary covers what has left the window, keeping the recent N:
             # only the messages the window can hold need a count (a bulk import
             # stores the rest uncounted), counted here if they have none
-            window, acc, keep, i = self._window_allowance(None), 0, 0, n
+            window, acc, keep, i = self._window_allowance(budget), 0, 0, n
             while i > 0:
                 i -= 1
                 if costs[i] is None:

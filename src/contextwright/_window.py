@@ -6,7 +6,12 @@ the allowance, so the cost of a build grows with the window, not with the length
 of the conversation. It never splits a unit and never keeps a broken one (a tool
 result without its call, a call missing results): providers reject both.
 
-A window that had to stop before the start of the history begins at a user turn.
+A window that had to stop before the start of the history begins with a user
+message. When it stops inside a turn (an agent's long run of tool calls, or a turn
+opened by a large message), it keeps the newest units of that turn and puts the
+turn's opening user message before them: verbatim when it fits, else a short
+placeholder quoting its start (`opener_placeholder`). Only when not even the
+placeholder fits beside a unit is that unit left out.
 
 Between builds of a growing conversation the walk is remembered (`WindowMemo`):
 the units it measured, newest first. The next build walks only the messages
@@ -41,15 +46,31 @@ from ._tokens import (
 )
 
 __all__ = [
+    "OPENER_UNKNOWN",
     "ShortenCache",
     "WindowMemo",
     "WindowResult",
     "narrow_window",
+    "opener_placeholder",
     "select_window",
     "shorten_message",
+    "turn_opener",
 ]
 
 SHORT_MARKER = "…[{omitted} characters cut from this message in the prompt]…"
+
+# The user message put before a window that starts inside a turn, when the turn's
+# opening message does not fit verbatim (see `opener_placeholder`).
+OPENER_TEXT = (
+    "[The user message that opened this turn ({tokens} tokens{images}) is shortened "
+    "to fit the context; it began: {head}]"
+)
+OPENER_NO_TEXT = (
+    "[The user message that opened this turn ({tokens} tokens{images}) is left out "
+    "to fit the context.]"
+)
+OPENER_UNKNOWN = "[Earlier messages of this conversation are left out to fit the context.]"
+OPENER_HEAD_TOKENS = 40
 
 
 class ShortenCache:
@@ -126,6 +147,56 @@ def shorten_message(
     return short
 
 
+def turn_opener(history: Sequence[Message], before: int, stop: int = 0) -> int | None:
+    """The index of the newest user message in ``history[stop:before]``, or None.
+
+    Scans back over the turn's assistant and tool messages only.
+    """
+    i = before - 1
+    while i >= stop:
+        if history[i].role == "user":
+            return i
+        i -= 1
+    return None
+
+
+def opener_placeholder(
+    message: Message | None,
+    counter: TokenCounter,
+    overhead: MessageOverhead = DEFAULT_OVERHEAD,
+    cache: ShortenCache | None = None,
+) -> Message:
+    """A short user message standing for ``message`` (a turn's opening user message).
+
+    It quotes the message's first words and says how long it was. With ``message``
+    None (the turn's opening is not in the history), a note that earlier messages
+    are left out. The same placeholder is returned for the same message and counter.
+    """
+    if message is None:
+        return Message.user(OPENER_UNKNOWN, id="opener-unknown", metadata={"placeholder": True})
+    key = (message.id, -1, counter.name)
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    tokens = count_message(counter, message, overhead)
+    images = sum(1 for p in message.parts if not isinstance(p, TextPart))
+    extra = f", {images} image(s)" if images else ""
+    head = truncate_to_tokens(
+        " ".join(message.text.split()), OPENER_HEAD_TOKENS, counter, marker="…"
+    )
+    text = (
+        OPENER_TEXT.format(tokens=tokens, images=extra, head=head)
+        if head
+        else OPENER_NO_TEXT.format(tokens=tokens, images=extra)
+    )
+    meta = {"placeholder": True, "placeholder_for": message.id}
+    made = Message.user(text, id=f"{message.id}-opener", metadata=meta)
+    if cache is not None:
+        cache.put(key, made)
+    return made
+
+
 @dataclass
 class WindowResult:
     """What `select_window` kept, and why it stopped."""
@@ -140,6 +211,39 @@ class WindowResult:
     considered_end: int = 0  # the window stopped after looking at history[considered_end:]
     taken: list[_Step] = field(default_factory=list, repr=False)  # newest first, before trimming
     squeezed: bool = False  # the newest unit was shortened to fit
+    # the user message put first because the window starts inside a turn: the
+    # turn's opening message (verbatim) or its placeholder; also messages[0]
+    opener: Message | None = None
+    opener_verbatim: bool = False
+    next_cost: int | None = None  # cost of the newest unit left out, when measured
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    """What `_finish` needs to find and measure a turn's opening message."""
+
+    history: Sequence[Message]
+    counter: TokenCounter
+    overhead: MessageOverhead
+    max_message_tokens: int | None
+    cache: ShortenCache | None
+    stop: int
+
+    def opener(self, index: int | None) -> list[tuple[Message, int, bool]]:
+        """(message, cost, verbatim) choices for the opener, best first."""
+        out: list[tuple[Message, int, bool]] = []
+        original = self.history[index] if index is not None else None
+        if original is not None:
+            m = original
+            c = count_message(self.counter, m, self.overhead)
+            limit = self.max_message_tokens
+            if limit is not None and c > limit:
+                m = shorten_message(m, limit, self.counter, self.overhead, self.cache)
+                c = count_message(self.counter, m, self.overhead)
+            out.append((m, c, True))
+        ph = opener_placeholder(original, self.counter, self.overhead, self.cache)
+        out.append((ph, count_message(self.counter, ph, self.overhead), False))
+        return out
 
 
 def _unit_messages(
@@ -325,6 +429,7 @@ def _select(
     memo: WindowMemo | None,
 ) -> WindowResult:
     result = WindowResult(start=len(history), considered_end=len(history))
+    ctx = _Ctx(history, counter, overhead, max_message_tokens, cache, stop)
     remaining = allowance
     seen: list[_Step] = []
     walk = _steps(history, stop, counter, overhead, max_message_tokens, cache, memo, seen)
@@ -342,37 +447,60 @@ def _select(
         if max_units is not None and len(result.taken) >= max_units:
             result.stopped = f"window size ({max_units} units)"
             result.considered_end = unit.end
+            result.next_cost = step.cost
             break
         if step.cost > remaining and not result.taken and remaining > 0:
-            # the newest unit alone is too big: shorten its long parts to fit
-            per = max(1, remaining // max(1, len(step.messages)))
-            msgs = [shorten_message(m, per, counter, overhead, cache) for m in step.messages]
-            shortened = sum(1 for m in msgs if "shortened_from" in m.metadata)
-            cost = sum(count_message(counter, m, overhead) for m in msgs)
-            step = _Step(unit, msgs, cost, shortened, step.originals)
-            result.squeezed = True
+            # the newest unit alone is too big: shorten its long parts to fit,
+            # leaving room for a placeholder of its turn's opening message
+            room = remaining
+            if step.messages and step.messages[0].role != "user" and unit.start > stop:
+                u = turn_opener(history, unit.start, stop)
+                room -= ctx.opener(u)[-1][1]
+            if room > 0:
+                per = max(1, room // max(1, len(step.messages)))
+                msgs = [shorten_message(m, per, counter, overhead, cache) for m in step.messages]
+                shortened = sum(1 for m in msgs if "shortened_from" in m.metadata)
+                cost = sum(count_message(counter, m, overhead) for m in msgs)
+                step = _Step(unit, msgs, cost, shortened, step.originals)
+                result.squeezed = True
         if step.cost > remaining:
             result.stopped = "budget"
             result.considered_end = unit.end
+            result.next_cost = step.cost
             break
         result.taken.append(step)  # the measured step itself: nothing is copied per build
         remaining -= step.cost
     if memo is not None:
         memo.save((id(counter), overhead, max_message_tokens), history, seen, stop)
-    return _finish(result, len(result.taken))
+    return _finish(result, len(result.taken), ctx, allowance)
 
 
-def _finish(result: WindowResult, keep: int) -> WindowResult:
+def _finish(result: WindowResult, keep: int, ctx: _Ctx, allowance: int) -> WindowResult:
     """Fill in the kept messages and totals from the first ``keep`` taken units."""
     chunks = result.taken[:keep]
+    total = sum(c.cost for c in chunks)
+    opener: tuple[Message, int, bool] | None = None
     if result.stopped != "start of history":
-        # A cut window starts at a user turn: an answer without its question
+        # A cut window starts with a user message: an answer without its question
         # confuses the model, and Anthropic rejects a conversation that opens
-        # with an assistant turn.
+        # with an assistant turn. Inside a turn, the turn's opening message (or
+        # its placeholder) goes first; a unit goes only if not even that fits.
         while chunks and chunks[-1].messages[0].role != "user":
+            u = turn_opener(ctx.history, chunks[-1].unit.start, ctx.stop)
+            opener = next((o for o in ctx.opener(u) if total + o[1] <= allowance), None)
+            if opener is not None:
+                break
+            total -= chunks[-1].cost
             chunks = chunks[:-1]
+    if len(chunks) < len(result.taken):
+        result.next_cost = result.taken[len(chunks)].cost
     result.messages = [m for chunk in reversed(chunks) for m in chunk.messages]
-    result.tokens = sum(c.cost for c in chunks)
+    result.opener, result.opener_verbatim = None, False
+    if opener is not None:
+        result.messages.insert(0, opener[0])
+        result.opener, result.opener_verbatim = opener[0], opener[2]
+        total += opener[1]
+    result.tokens = total
     result.units = len(chunks)
     result.shortened = sum(c.shortened for c in chunks)
     result.start = chunks[-1].unit.start if chunks else result.considered_end
@@ -395,6 +523,10 @@ def narrow_window(
     """
     if probe.tokens <= allowance and probe.stopped != "budget":
         return probe
+    ctx = _Ctx(
+        history, counter, kw.get("overhead", DEFAULT_OVERHEAD), kw.get("max_message_tokens"),
+        kw.get("cache"), kw.get("stop", 0),
+    )  # fmt: skip
     if probe.squeezed:
         return select_window(history, allowance, counter, **kw)
     keep, total = 0, 0
@@ -416,5 +548,6 @@ def narrow_window(
         considered_end=probe.taken[keep].unit.end
         if keep < len(probe.taken)
         else probe.considered_end,
+        next_cost=probe.next_cost,
     )
-    return _finish(narrowed, keep)
+    return _finish(narrowed, keep, ctx, allowance)
