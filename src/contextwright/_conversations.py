@@ -719,10 +719,16 @@ class Conversations(_CompactionMixin):
     ) -> BuiltContext:
         """Build the context for a new user ``message`` in ``conversation``.
 
-        The message is stored first (``store_message``), so it is never lost. Extra
-        keywords go to `ContextEngine.build` (state, locale, provider…).
+        The message is stored (``store_message``) once the context is built, so a
+        call that raises — a bad message or budget, a protected zone that does not
+        fit — stores nothing and may simply be retried. Extra keywords go to
+        `ContextEngine.build` (state, locale, provider…).
         """
-        current = self.engine._current(message)
+        # Everything that can be checked before the build is, before anything is
+        # written (a compaction below writes a summary).
+        current, _ = self.engine._precheck(
+            message, budget, tenant=tenant, user=user, conversation=conversation
+        )
         tail = await self._tail(conversation, tenant)
         urgency = self._check(tail, budget)
         compacted: CompactionResult | None = None
@@ -734,24 +740,15 @@ class Conversations(_CompactionMixin):
             compacted = await self._compact(conversation, tenant, user, tail, urgency, wait=True)
         history, turns, summary_rec = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
-        # The new message is stored while the context is built (the store works on
-        # its own thread), so a turn pays for one of the two, not both; under the
-        # sync API the store runs inline, so it is simply stored first.
-        storing: asyncio.Future[list[Message]] | None = None
-        if store_message and self._inline():
+        built = await self.engine.build(
+            current, history=history, budget=budget, summary=summary, tenant=tenant,
+            user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
+        )  # fmt: skip
+        # Stored only now: a build that raised (its protected zone, with the P0
+        # blocks the sources fetched, over the budget; a bad keyword) must leave
+        # nothing behind, or a retry would store the message twice.
+        if store_message:
             await self._append(conversation, [current], tenant, user, index_later=False)
-        elif store_message:
-            storing = asyncio.ensure_future(
-                self._append(conversation, [current], tenant, user, index_later=False)
-            )
-        try:
-            built = await self.engine.build(
-                current, history=history, budget=budget, summary=summary, tenant=tenant,
-                user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
-            )  # fmt: skip
-        finally:
-            if storing is not None:
-                await storing
         built.report.compaction = {
             "urgency": urgency.urgency,
             "live_tokens": urgency.current_tokens,
