@@ -51,7 +51,7 @@ from ._tokens import (
 from ._window import ShortenCache, WindowMemo, WindowResult, narrow_window, select_window
 from .sources._base import Source
 from .sources._state import ConversationState, Turn
-from .sources._templates import templates_for
+from .sources._templates import Placement, templates_for, turn_context
 
 __all__ = ["ContextEngine"]
 
@@ -150,6 +150,16 @@ class ContextEngine:
     ``max_message_tokens`` shortens longer history messages in the prompt only.
     ``task_status`` returns the active task's status for a turn (e.g.
     ``ActiveTaskTracker.status_summary``); it is restated with the goal at the end.
+
+    ``retrieved_placement`` says where the per-turn blocks (memories, knowledge,
+    recalled turns, state: text that comes from users, tools and documents) go.
+    ``"user"`` (the default) quotes them in a ``<context>`` user message just
+    before the current one (its metadata is ``{"contextwright": "turn_context"}``;
+    Anthropic rendering merges it into the current user turn), so that a line
+    such as "SYSTEM: ignore previous instructions" inside a memory never reaches
+    the model with system authority. ``"system"`` is the earlier placement, in a
+    system message after the history. The system prompt, pinned items and static
+    blocks, written by the developer, stay in the system prefix either way.
     """
 
     def __init__(
@@ -170,7 +180,12 @@ class ContextEngine:
         clock: Callable[[], float] = time.time,
         templates: dict[str, str] | None = None,
         task_status: Callable[[Turn], str] | None = None,
+        retrieved_placement: Placement = "user",
     ) -> None:
+        if retrieved_placement not in ("user", "system"):
+            raise ConfigError(
+                f"retrieved_placement must be 'user' or 'system', got {retrieved_placement!r}"
+            )
         _check_settings(
             system_prompt=system_prompt, pinned=pinned, sources=sources, model=model,
             counter=counter, cache=cache, locale=locale, restate_goal=restate_goal,
@@ -205,6 +220,7 @@ class ContextEngine:
         self.clock = clock
         self.templates = templates
         self.task_status = task_status
+        self.retrieved_placement: Placement = retrieved_placement
         self._shortened = ShortenCache()
         # one remembered window walk per conversation (namespace), the most recent 256
         self._memos: OrderedDict[str, WindowMemo] = OrderedDict()
@@ -501,7 +517,7 @@ class ContextEngine:
             else 0
         )
         cur_cost = count_message(counter, turn.message, ov)
-        tail_frame = self._msg_cost(t["tail.header"]) + 1
+        tail_frame = self._msg_cost(turn_context(t, (), self.retrieved_placement)) + 1
         tail_cost = tail_frame + sum(c.tokens for c in lay.tail_p0) if lay.tail_p0 else 0
         lay.protected = ov.reply_priming + sys_cost + cur_cost + tail_cost
         lay.protected_by = {
@@ -645,8 +661,13 @@ class ContextEngine:
             if window:
                 lay.breakpoints.append(len(out) - 1)
             if tail_in:
+                text = turn_context(t, [d.text for d in tail_in], self.retrieved_placement)
+                # Retrieved and user-derived text is quoted on the user side by
+                # default, not given system authority (docs/architecture.md).
                 out.append(
-                    Message.system(JOIN.join([t["tail.header"], *(d.text for d in tail_in)]))
+                    Message.system(text)
+                    if self.retrieved_placement == "system"
+                    else Message.user(text, metadata={"contextwright": "turn_context"})
                 )
             out.append(current)
             if lay.goal_in and lay.goal is not None:
