@@ -85,6 +85,13 @@ def test_a_lone_surrogate_is_refused_where_the_message_is_built(make, where):
     assert "lone surrogate U+D800" in info.value.problem
 
 
+def test_metadata_that_holds_itself_is_refused_not_a_recursion_error():
+    cycle: list[object] = []
+    cycle.append(cycle)
+    with pytest.raises(InvalidMessageError, match=r"^metadata: is nested more than"):
+        Message.user("x", metadata={"c": cycle})
+
+
 def test_text_that_is_valid_unicode_is_accepted():
     # astral characters (a proper surrogate pair in JSON), CJK, combining marks
     for text in ["😀", json.loads('"\\ud83d\\ude00"'), "我们讨论", "e\u0301", "\u200d"]:

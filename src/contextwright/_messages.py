@@ -94,25 +94,59 @@ def _require_str(value: object, where: str, *, empty_ok: bool = False) -> None:
 
 
 # Metadata nested deeper than this is refused rather than walked (a cycle never ends).
-_MAX_METADATA_DEPTH = 64
+_MAX_METADATA_DEPTH = 200
 
 
-def _check_metadata(value: object, where: str, depth: int = 0) -> None:
-    """Every string in ``value`` (keys included) must be encodable (see `lone_surrogate`)."""
-    if isinstance(value, str):
-        if not value.isascii():
-            check_unicode(value, where)
-        return
+def _unencodable_at(value: Any, where: str, depth: int = 0) -> tuple[object, ...] | None:
+    """The path (keys and indexes) to the first string in ``value`` UTF-8 cannot encode.
+
+    ``()`` when ``value`` is such a string itself, None when there is none. A key
+    that cannot be encoded is reported as ``(KEY, key)``. Paths are only built on
+    the way back from a bad string, so a clean value costs one pass and no strings.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return None
+    if kind is str or isinstance(value, str):
+        return None if value.isascii() or lone_surrogate(value) is None else ()
     if depth >= _MAX_METADATA_DEPTH:
         raise InvalidMessageError(where, f"is nested more than {_MAX_METADATA_DEPTH} levels deep")
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         for key, item in value.items():
-            if isinstance(key, str) and not key.isascii():
-                check_unicode(key, f"{where} key {key!r}")
-            _check_metadata(item, f"{where}[{key!r}]", depth + 1)
-    elif isinstance(value, (list, tuple)):
+            if isinstance(key, str) and not key.isascii() and lone_surrogate(key) is not None:
+                return (_KEY, key)
+            if type(item) is str and item.isascii():
+                continue
+            found = _unencodable_at(item, where, depth + 1)
+            if found is not None:
+                return (key, *found)
+    elif kind is list or isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            _check_metadata(item, f"{where}[{i}]", depth + 1)
+            if type(item) is str and item.isascii():
+                continue
+            found = _unencodable_at(item, where, depth + 1)
+            if found is not None:
+                return (i, *found)
+    return None
+
+
+_KEY = object()  # marks a bad mapping key in a path from `_unencodable_at`
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _check_metadata(value: object, where: str) -> None:
+    """Every string in ``value`` (keys included) must be encodable (see `lone_surrogate`)."""
+    path = _unencodable_at(value, where)
+    if path is None:
+        return
+    bad: Any = value
+    for step in path:
+        if step is _KEY:  # the last step: the key itself
+            key = str(path[-1])
+            raise InvalidMessageError(f"{where} key {key!r}", unicode_problem(key) or "")
+        bad = bad[step]
+        where += f"[{step!r}]"
+    raise InvalidMessageError(where, unicode_problem(bad) or "")
 
 
 @dataclass(frozen=True, slots=True)
