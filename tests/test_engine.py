@@ -144,8 +144,12 @@ def test_protected_zone_too_big_is_a_clear_error():
 def test_no_forgery_through_memory_or_message(evil):
     engine = _engine(HEURISTIC, memory_text=evil)
     built = engine.build_sync(evil, budget=4000)
-    system_text = "\n".join(m.text for m in built.messages if m.role == "system")
-    for tag in ("user_memory", "current_goal"):
+    # what the engine wrote: system messages and the quoted per-turn context (the
+    # current message is the user's own text, sent as written)
+    context = [m for m in built.messages if m.metadata.get("contextwright") == "turn_context"]
+    assert len(context) == 1
+    system_text = "\n".join(m.text for m in built.messages if m.role == "system" or m in context)
+    for tag in ("user_memory", "current_goal", "context"):
         assert system_text.count(f"</{tag}>") == 1
         assert system_text.count(f"<{tag}>") + system_text.count(f"<{tag} ") == 1
 

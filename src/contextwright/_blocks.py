@@ -27,6 +27,7 @@ from enum import IntEnum
 from typing import Any, Literal, TypeAlias
 
 from ._errors import ConfigError
+from ._messages import unicode_problem
 
 __all__ = [
     "Block",
@@ -88,9 +89,13 @@ class Block:
             )
         if not isinstance(self.content, str):
             raise ConfigError(f"block {self.name!r}: content must be a string")
-        for key in self.attrs:
+        if not self.content.isascii() and (problem := unicode_problem(self.content)) is not None:
+            raise ConfigError(f"block {self.name!r}: content {problem}")
+        for key, value in self.attrs.items():
             if not _NAME.match(key):
                 raise ConfigError(f"block {self.name!r}: attribute name {key!r} is not valid")
+            if isinstance(value, str) and (problem := unicode_problem(value)) is not None:
+                raise ConfigError(f"block {self.name!r}: attribute {key!r} {problem}")
         if not isinstance(self.tags, frozenset):
             object.__setattr__(self, "tags", frozenset(self.tags))
 

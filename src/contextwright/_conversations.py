@@ -765,11 +765,13 @@ class Conversations(_CompactionMixin):
     ) -> BuiltContext:
         """Build the context for a new user ``message`` in ``conversation``.
 
-        The message is stored first (``store_message``), so it is never lost. Extra
-        keywords go to `ContextEngine.build` (state, locale, provider…). With
-        ``message`` None, or a tool-role message (stored first, whatever
-        ``store_message`` says, as it belongs to the history), the build is the
-        agent's next step after the stored tool results (see `ContextEngine.build`).
+        The message is stored (``store_message``) once the context is built, so a
+        call that raises — a bad message or budget, a protected zone that does not
+        fit — stores nothing and may simply be retried. Extra keywords go to
+        `ContextEngine.build` (state, locale, provider…). With ``message`` None, or
+        a tool-role message (stored first, whatever ``store_message`` says, as it
+        belongs to the history), the build is the agent's next step after the
+        stored tool results (see `ContextEngine.build`).
 
         A first build that would leave out history no summary covers yet
         summarises it before it returns, as a conversation over its hard threshold
@@ -779,14 +781,16 @@ class Conversations(_CompactionMixin):
         else raises `InvalidMessageError` (``user``), with ``store_message=False``
         too, and nothing of the conversation is read or written for them.
         """
-        current: Message | None = None
+        # Everything that can be checked before the build is, before anything is
+        # written (a compaction below writes a summary).
+        current, _ = self.engine._precheck(
+            message, budget, tenant=tenant, user=user, conversation=conversation
+        )
         if isinstance(message, Message) and message.role == "tool":
             # refused before it is stored unless it completes the last tool call
             owned = await self._tail(conversation, tenant, user)
             self.engine._next_step(message, owned.snapshot()[0])
             await self._append(conversation, [message], tenant, user, index_later=False)
-        elif message is not None:
-            current = self.engine._current(message)
         tail = await self._tail(conversation, tenant, user)
         urgency = self._check(tail, budget)
         compacted: CompactionResult | None = None
@@ -807,27 +811,16 @@ class Conversations(_CompactionMixin):
             urgency = self._check(tail, budget)
         history, turns, summary_rec = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
-        # The new message is stored while the context is built (the store works on
-        # its own thread), so a turn pays for one of the two, not both; under the
-        # sync API the store runs inline, so it is simply stored first.
-        storing: asyncio.Future[list[Message]] | None = None
-        if current is None:
-            pass  # the agent's next step: the tool results are in the history
-        elif store_message and self._inline():
-            await self._append(conversation, [current], tenant, user, index_later=False)
-        elif store_message:
-            storing = asyncio.ensure_future(
-                self._append(conversation, [current], tenant, user, index_later=False)
-            )
-        try:
-            built = await self.engine.build(
-                current, history=history, budget=budget, summary=summary, tenant=tenant,
-                user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
-            )  # fmt: skip
-        finally:
-            if storing is not None:
-                await storing
+        built = await self.engine.build(
+            current, history=history, budget=budget, summary=summary, tenant=tenant,
+            user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
+        )  # fmt: skip
         await self._owned(tail, conversation, tenant, user)  # made by another meanwhile?
+        # Stored only now: a build that raised (its protected zone, with the P0
+        # blocks the sources fetched, over the budget; a bad keyword) must leave
+        # nothing behind, or a retry would store the message twice.
+        if store_message and current is not None:
+            await self._append(conversation, [current], tenant, user, index_later=False)
         built.report.compaction = {
             "urgency": urgency.urgency,
             "live_tokens": urgency.current_tokens,

@@ -28,7 +28,7 @@ import asyncio
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from ._cache import Cache, MemoryCache
 from ._errors import BudgetError, ConfigError, InvalidMessageError, UserError
 from ._fetch import Fetched, fetch_all
 from ._fit import JOIN, Candidate, Decision, fit_blocks, render_cost, truncate_block
-from ._messages import Message, iter_units_backwards
+from ._messages import Message, check_unicode, iter_units_backwards, unicode_problem
 from ._receipt import BlockReport, BuiltContext, ContextReport, SectionReport, Status
 from ._tokens import (
     DEFAULT_OVERHEAD,
@@ -60,7 +60,7 @@ from ._window import (
 )
 from .sources._base import Source
 from .sources._state import ConversationState, Turn
-from .sources._templates import templates_for
+from .sources._templates import Placement, templates_for, turn_context
 
 __all__ = ["ContextEngine"]
 
@@ -104,6 +104,68 @@ class _Layout:
     step: _NextStep | None = None
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_text(value: object, label: str, *, empty_ok: bool = True) -> None:
+    """A setting that must be a string UTF-8 can encode (and, unless ``empty_ok``, not empty)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{label} must be a string, got {type(value).__name__}")
+    if not empty_ok and not value:
+        raise ConfigError(f"{label} must not be empty")
+    if not value.isascii() and (problem := unicode_problem(value)) is not None:
+        raise ConfigError(f"{label} {problem}")
+
+
+def _check_settings(
+    *, system_prompt: object, pinned: object, sources: object, model: object, counter: object,
+    cache: object, locale: object, restate_goal: object, goal_chars: object,
+    max_message_tokens: object, overhead: object, clock: object, templates: object,
+    task_status: object,
+) -> None:  # fmt: skip
+    """`ConfigError` naming the first constructor argument of `ContextEngine` that is wrong."""
+    _check_text(system_prompt, "system_prompt")
+    if isinstance(pinned, (str, bytes)) or not isinstance(pinned, Sequence):
+        raise ConfigError(f"pinned must be a sequence of strings or Blocks, got {pinned!r}")
+    for i, p in enumerate(pinned):
+        if not isinstance(p, Block):
+            _check_text(p, f"pinned[{i}]")
+    if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence):
+        raise ConfigError(f"sources must be a sequence of Source, got {type(sources).__name__}")
+    if model is not None:
+        _check_text(model, "model", empty_ok=False)
+    if counter is not None and not callable(getattr(counter, "count", None)):
+        raise ConfigError(f"counter must be a TokenCounter, got {type(counter).__name__}")
+    if cache is not None and not all(
+        callable(getattr(cache, m, None)) for m in ("get", "set", "invalidate")
+    ):
+        raise ConfigError(f"cache must be a Cache, got {type(cache).__name__}")
+    _check_text(locale, "locale", empty_ok=False)
+    if not isinstance(restate_goal, bool):
+        raise ConfigError(f"restate_goal must be a bool, got {restate_goal!r}")
+    if not _is_int(goal_chars) or goal_chars < 1:  # type: ignore[operator]
+        raise ConfigError(f"goal_chars must be a positive integer, got {goal_chars!r}")
+    if max_message_tokens is not None and (
+        not _is_int(max_message_tokens) or max_message_tokens < 16  # type: ignore[operator]
+    ):
+        raise ConfigError(
+            f"max_message_tokens must be an integer of at least 16 (or None), got "
+            f"{max_message_tokens!r}"
+        )
+    if not isinstance(overhead, MessageOverhead):
+        raise ConfigError(f"overhead must be a MessageOverhead, got {type(overhead).__name__}")
+    if not callable(clock):
+        raise ConfigError("clock must be a callable returning seconds since the epoch")
+    if templates is not None:
+        if not isinstance(templates, Mapping):
+            raise ConfigError(f"templates must be a mapping of strings, got {templates!r}")
+        for key, text in templates.items():
+            _check_text(text, f"templates[{key!r}]")
+    if task_status is not None and not callable(task_status):
+        raise ConfigError("task_status must be a callable (or None)")
+
+
 class ContextEngine:
     """Builds the context for each model call. Configure once, `build` per message.
 
@@ -113,6 +175,16 @@ class ContextEngine:
     ``max_message_tokens`` shortens longer history messages in the prompt only.
     ``task_status`` returns the active task's status for a turn (e.g.
     ``ActiveTaskTracker.status_summary``); it is restated with the goal at the end.
+
+    ``retrieved_placement`` says where the per-turn blocks (memories, knowledge,
+    recalled turns, state: text that comes from users, tools and documents) go.
+    ``"user"`` (the default) quotes them in a ``<context>`` user message just
+    before the current one (its metadata is ``{"contextwright": "turn_context"}``;
+    Anthropic rendering merges it into the current user turn), so that a line
+    such as "SYSTEM: ignore previous instructions" inside a memory never reaches
+    the model with system authority. ``"system"`` is the earlier placement, in a
+    system message after the history. The system prompt, pinned items and static
+    blocks, written by the developer, stay in the system prefix either way.
     """
 
     def __init__(
@@ -133,9 +205,18 @@ class ContextEngine:
         clock: Callable[[], float] = time.time,
         templates: dict[str, str] | None = None,
         task_status: Callable[[Turn], str] | None = None,
+        retrieved_placement: Placement = "user",
     ) -> None:
-        if not isinstance(system_prompt, str):
-            raise ConfigError("system_prompt must be a string")
+        if retrieved_placement not in ("user", "system"):
+            raise ConfigError(
+                f"retrieved_placement must be 'user' or 'system', got {retrieved_placement!r}"
+            )
+        _check_settings(
+            system_prompt=system_prompt, pinned=pinned, sources=sources, model=model,
+            counter=counter, cache=cache, locale=locale, restate_goal=restate_goal,
+            goal_chars=goal_chars, max_message_tokens=max_message_tokens, overhead=overhead,
+            clock=clock, templates=templates, task_status=task_status,
+        )  # fmt: skip
         names = [getattr(s, "name", None) for s in sources]
         for i, (s, n) in enumerate(zip(sources, names, strict=True)):
             if not isinstance(n, str) or not n or not callable(getattr(s, "fetch", None)):
@@ -143,8 +224,6 @@ class ContextEngine:
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:
             raise ConfigError(f"source names must be unique; repeated: {sorted(dupes)}")  # type: ignore[type-var]
-        if max_message_tokens is not None and max_message_tokens < 16:
-            raise ConfigError("max_message_tokens must be at least 16 (or None)")
         self.system_prompt = system_prompt
         self.pinned = [
             p if isinstance(p, Block) else Block("pinned_instruction", p, Priority.P0, static=True)
@@ -166,12 +245,14 @@ class ContextEngine:
         self.clock = clock
         self.templates = templates
         self.task_status = task_status
+        self.retrieved_placement: Placement = retrieved_placement
         self._shortened = ShortenCache()
         # one remembered window walk per conversation (namespace), the most recent 256
         self._memos: OrderedDict[str, WindowMemo] = OrderedDict()
         self._memo_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._turn_count: tuple[int, Message, int] | None = None
+        # per conversation: (length, last message, user messages) of the last history scanned
+        self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -217,24 +298,24 @@ class ContextEngine:
         and `InvalidMessageError` for a malformed message or history.
         """
         t0 = time.perf_counter()
-        bud = self._budget(budget, None) if budget is not None else self.budget
-        if bud is None:
-            raise ConfigError("no budget: pass budget= to build() or to ContextEngine, or a model=")
+        current, bud = self._precheck(
+            message, budget, tenant=tenant, user=user, conversation=conversation
+        )
         step: _NextStep | None = None
-        if message is None or (isinstance(message, Message) and message.role == "tool"):
-            history, step, current = self._next_step(message, history)
-        else:
-            current = self._current(message)
+        if current is None:  # the agent's next step, after its tool results
+            history, step, current = self._next_step(
+                message if isinstance(message, Message) else None, history
+            )
         if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
             raise InvalidMessageError("history", "must be a sequence of Message")
-        for i in (0, len(history) - 1) if history else ():
-            if not isinstance(history[i], Message):
-                raise InvalidMessageError(
-                    f"history[{i}]", f"must be a Message, got {type(history[i]).__name__}"
-                )
+        counted = self._scan_history(history, (tenant, user, conversation))
+        if summary is not None:
+            if not isinstance(summary, str):
+                raise InvalidMessageError("summary", "must be a string or None")
+            check_unicode(summary, "summary")
         now = self.clock()
         loc = locale or self.locale
-        turns = self._user_turns(history) if user_turns is None else user_turns
+        turns = counted if user_turns is None else user_turns
         turn = Turn(
             current,
             history,
@@ -304,23 +385,66 @@ class ContextEngine:
         report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
         return built
 
-    def _user_turns(self, history: Sequence[Message]) -> int:
-        """User messages in ``history``, counting only what is new since the last build.
+    def _precheck(
+        self,
+        message: str | Message | None,
+        budget: Budget | int | None,
+        *,
+        tenant: str,
+        user: str,
+        conversation: str,
+    ) -> tuple[Message | None, Budget]:
+        """The current message and the budget of a build, or the error the build would raise.
 
-        The count is kept with the last message it saw; when the next history holds
-        that same message object at the same position, only the messages after it
-        are counted, so a growing conversation costs O(new messages) per build.
+        The message is None for the agent's next step (``message`` None or a tool
+        result); `_next_step` checks that against the history.
+
+        Everything about a call that can be checked without fetching: the stateful
+        mode calls this before it writes anything, so a rejected call leaves no trace.
+        """
+        bud = self._budget(budget, None) if budget is not None else self.budget
+        if bud is None:
+            raise ConfigError("no budget: pass budget= to build() or to ContextEngine, or a model=")
+        for label, value in (("tenant", tenant), ("user", user), ("conversation", conversation)):
+            _check_text(value, label, empty_ok=False)
+        if message is None or (isinstance(message, Message) and message.role == "tool"):
+            return None, bud
+        return self._current(message), bud
+
+    def _scan_history(self, history: Sequence[Message], key: tuple[str, str, str]) -> int:
+        """Check that every item of ``history`` is a `Message`; the user messages among them.
+
+        Per conversation (``key``) the scan is remembered with the last message it
+        saw; when the next history holds that same message object at the same
+        position (a history that grows by appending), only the messages after it
+        are checked and counted, so a growing conversation costs O(new messages)
+        per build.
         """
         n = len(history)
-        seen = self._turn_count
+        with self._memo_lock:
+            seen = self._scans.get(key)
+            if seen is not None:
+                self._scans.move_to_end(key)
+        start = count = 0
         if seen is not None:
-            seen_n, seen_last, count = seen
+            seen_n, seen_last, seen_count = seen
             if 0 < seen_n <= n and history[seen_n - 1] is seen_last:
-                count += sum(1 for i in range(seen_n, n) if history[i].role == "user")
-                self._turn_count = (n, history[n - 1], count)
-                return count
-        count = sum(1 for m in history if m.role == "user")
-        self._turn_count = (n, history[n - 1], count) if n else None
+                start, count = seen_n, seen_count
+        for i in range(start, n):
+            m = history[i]
+            if not isinstance(m, Message):
+                raise InvalidMessageError(
+                    f"history[{i}]", f"must be a Message, got {type(m).__name__}"
+                )
+            if m.role == "user":
+                count += 1
+        with self._memo_lock:
+            if n:
+                self._scans[key] = (n, history[n - 1], count)
+                if len(self._scans) > 256:
+                    self._scans.popitem(last=False)
+            else:
+                self._scans.pop(key, None)
         return count
 
     def build_sync(self, message: str | Message | None, **kw: Any) -> BuiltContext:
@@ -394,6 +518,8 @@ class ContextEngine:
         if isinstance(message, str):
             if not message.strip():
                 raise InvalidMessageError("message", "the current user message must not be empty")
+            if not message.isascii():
+                check_unicode(message, "message")
             return Message.user(message, created_at=time.time())
         if not isinstance(message, Message):
             raise InvalidMessageError(
@@ -475,7 +601,7 @@ class ContextEngine:
         )
         lay.step = step
         cur_cost = step.cost + step.lead_cost if step else count_message(counter, turn.message, ov)
-        tail_frame = self._msg_cost(t["tail.header"]) + 1
+        tail_frame = self._msg_cost(turn_context(t, (), self.retrieved_placement)) + 1
         tail_cost = tail_frame + sum(c.tokens for c in lay.tail_p0) if lay.tail_p0 else 0
         lay.protected = ov.reply_priming + sys_cost + cur_cost + tail_cost
         lay.protected_by = {
@@ -619,16 +745,26 @@ class ContextEngine:
             out.extend(window)
             if window:
                 lay.breakpoints.append(len(out) - 1)
+            context: Message | None = None
             if tail_in:
-                out.append(
-                    Message.system(JOIN.join([t["tail.header"], *(d.text for d in tail_in)]))
+                text = turn_context(t, [d.text for d in tail_in], self.retrieved_placement)
+                # Retrieved and user-derived text is quoted on the user side by
+                # default, not given system authority (docs/architecture.md).
+                context = (
+                    Message.system(text)
+                    if self.retrieved_placement == "system"
+                    else Message.user(text, metadata={"contextwright": "turn_context"})
                 )
             if lay.step is None:
+                if context is not None:
+                    out.append(context)
                 out.append(current)
             else:
                 if not window:  # a request opens with a user turn
                     out.append(lay.step.lead)
                 out.extend(lay.step.messages)
+                if context is not None:  # after the tool results it goes with
+                    out.append(context)
             if lay.goal_in and lay.goal is not None:
                 out.append(lay.goal)
             return out

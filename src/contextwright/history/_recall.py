@@ -55,7 +55,7 @@ from .._messages import Message
 from .._tokens import DEFAULT_OVERHEAD, HeuristicCounter, TokenCounter
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
-from ..sources._templates import templates_for
+from ..sources._templates import templates_for, turn_context
 from ..storage import MessageOutline
 from ._rank import IndexedTurn, QueryAnalysis, TurnIndex, TurnRanker, analyse
 
@@ -321,11 +321,13 @@ class RecallSource(SourceBase):
                 fill=self.fill,
             )  # fmt: skip
 
-        # The engine puts dynamic blocks in one system message under its own
-        # header; that frame comes out of the same section grant as this block.
-        tail = templates_for(turn.locale)["tail.header"]
+        # The engine puts dynamic blocks in one message under its own frame (a
+        # header, and a tag on the user side); that frame comes out of the same
+        # section grant as this block. The larger of the two placements is assumed.
+        t = templates_for(turn.locale)
         counter = self.counter or _HEURISTIC
-        frame = DEFAULT_OVERHEAD.per_message + self._cost(counter, tail) + JOIN_TOKENS
+        tail = max(self._cost(counter, turn_context(t, (), p)) for p in ("user", "system"))
+        frame = DEFAULT_OVERHEAD.per_message + tail + JOIN_TOKENS
         full = top is None or len(ranked) < top
         return self._block(index, ranked, allowance - frame, None if full else rest)
 

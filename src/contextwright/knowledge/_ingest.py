@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError
+from .._messages import check_unicode, unicode_problem
 from .._tokens import HeuristicCounter, TokenCounter, truncate_to_tokens
 
 __all__ = ["Chunk", "chunk_document"]
@@ -243,8 +244,11 @@ def chunk_document(
     """``text`` cut into chunks of at most ``max_tokens`` (see the module docstring)."""
     if not isinstance(text, str):
         raise InvalidMessageError("text", f"must be a string, got {type(text).__name__}")
+    check_unicode(text, "text")
     if not isinstance(source, str) or not source:
         raise ConfigError(f"source must be a non-empty string, got {source!r}")
+    if (problem := unicode_problem(source)) is not None:
+        raise ConfigError(f"source {problem}")
     if format not in ("markdown", "text"):
         raise ConfigError(f"format must be 'markdown' or 'text', got {format!r}")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 8:

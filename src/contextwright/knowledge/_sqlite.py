@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError, StoreError
+from .._messages import check_unicode, unicode_problem
 from .._tokens import HeuristicCounter, TokenCounter
 from ..memory import Embedder, SearchWeights, VectorIndex
 from ..memory._base import check_limit, check_score
@@ -91,6 +92,8 @@ class SQLiteKnowledgeStore(WorkerStore):
     ) -> None:
         if not isinstance(tenant, str) or not tenant:
             raise ConfigError(f"tenant must be a non-empty string, got {tenant!r}")
+        if (problem := unicode_problem(tenant)) is not None:
+            raise ConfigError(f"tenant {problem}")
         self._open(path_or_store, clock)
         self.tenant = tenant
         self.embedder = embedder
@@ -201,8 +204,11 @@ class SQLiteKnowledgeStore(WorkerStore):
         """Store one passage as is (an experience, a FAQ answer) as ``source``, replacing it."""
         if not isinstance(content, str) or not content.strip():
             raise InvalidMessageError("content", "must be a non-empty string")
+        check_unicode(content, "content")
         if not isinstance(source, str) or not source:
             raise ConfigError(f"source must be a non-empty string, got {source!r}")
+        if (problem := unicode_problem(source)) is not None:
+            raise ConfigError(f"source {problem}")
         chunk = Chunk(content, source, (), 0, {})
         return self._write(source, [chunk], _category(category), active, meta, {})
 
@@ -220,6 +226,9 @@ class SQLiteKnowledgeStore(WorkerStore):
             metas = [json.dumps({**base, **extra, **c.meta}, ensure_ascii=False) for c in chunks]
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"meta must be JSON-serialisable: {exc}") from exc
+        for text in metas:
+            if (problem := unicode_problem(text)) is not None:
+                raise ConfigError(f"meta {problem}")
         texts = [_indexed(c.heading_path, c.content) for c in chunks]
         vectors = self.space.embed(texts) if self.embedder is not None and chunks else None
         now = self.clock()

@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._cache import cache_namespace
 from .._errors import ConfigError, InvalidMessageError
 from .._lexical import lexical_score, terms
+from .._messages import check_unicode, unicode_problem
 
 __all__ = [
     "CATEGORIES",
@@ -69,6 +70,10 @@ class Scope:
                 raise ConfigError(f"Scope.{label} must be a non-empty string, got {value!r}")
         if not isinstance(self.namespace, str):
             raise ConfigError("Scope.namespace must be a string")
+        for label in ("tenant", "user", "namespace"):
+            value = getattr(self, label)
+            if not value.isascii() and (problem := unicode_problem(value)) is not None:
+                raise ConfigError(f"Scope.{label} {problem}")
 
     @property
     def key(self) -> str:
@@ -155,7 +160,7 @@ def check_content(content: object, where: str = "content") -> str:
         raise InvalidMessageError(
             where, f"is {len(content)} characters; a memory holds at most {MAX_CONTENT_CHARS}"
         )
-    return content
+    return check_unicode(content, where)
 
 
 def check_importance(importance: object) -> int:
@@ -180,6 +185,8 @@ def check_key(key: object) -> str | None:
         return None
     if not isinstance(key, str) or not key.strip() or len(key) > 200:
         raise ConfigError(f"memory key must be None or a non-empty string of <= 200, got {key!r}")
+    if (problem := unicode_problem(key)) is not None:
+        raise ConfigError(f"memory key {problem}")
     return key
 
 

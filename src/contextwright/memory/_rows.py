@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError
+from .._messages import unicode_problem
 from ._base import (
     Memory,
     Scope,
@@ -118,6 +119,8 @@ def prepare_item(i: int, item: str | Mapping[str, Any]) -> dict[str, Any]:
         meta_json = json.dumps(meta, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}.meta must be JSON-serialisable: {exc}") from exc
+    if (problem := unicode_problem(meta_json)) is not None:
+        raise ConfigError(f"{where}.meta {problem}")
     return {
         "content": check_content(item.get("content"), f"{where}.content" if i else "content"),
         "category": check_category(item.get("category", "fact")),

@@ -17,7 +17,14 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError
-from .._messages import ImagePart, Message, TextPart, ToolResultPart, _part_to_dict
+from .._messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ToolResultPart,
+    _part_to_dict,
+    unicode_problem,
+)
 from ._base import CompactionEntry, ConversationInfo, MessageOutline, Summary
 from ._fts import index_text
 
@@ -69,6 +76,8 @@ def name(value: object, label: str) -> str:
     """``value`` if it is a non-empty string (a tenant, user, conversation or key)."""
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{label} must be a non-empty string, got {value!r}")
+    if not value.isascii() and (problem := unicode_problem(value)) is not None:
+        raise ConfigError(f"{label} {problem}")
     return value
 
 

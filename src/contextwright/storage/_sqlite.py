@@ -200,6 +200,12 @@ class SQLiteStore(HistoryTables):
             except sqlite3.Error as exc:
                 action = "write to" if write else "read from"
                 raise StoreError(f"could not {action} the store at {self.path}: {exc}") from exc
+            except UnicodeEncodeError as exc:
+                # A string argument SQLite cannot take (a lone surrogate) that no
+                # check before the transaction named; it was rolled back above.
+                raise InvalidMessageError(
+                    "text", f"holds a character UTF-8 cannot encode ({exc.reason})"
+                ) from None
 
     def change_token(self) -> tuple[int, int]:
         """A value that changes whenever anything is committed to the database.
