@@ -1326,3 +1326,97 @@ def test_a_summary_that_ends_before_it_is_listed_does_not_stop_the_next(tmp_path
         assert len(convs.store.summaries("c", tenant="t")) >= 3
     finally:
         convs.close()
+
+
+# -- compaction racing another process -----------------------------------------------------
+
+PROCESS_WORKER = os.path.join(os.path.dirname(__file__), "process_worker.py")
+
+
+def _process_worker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, PROCESS_WORKER, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def test_processes_compacting_one_conversation_stand_down_instead_of_failing(tmp_path):
+    """Three processes append to and compact one conversation at once: a process whose
+    summary another one overtook stands down (no exception), and the stored versions
+    cover strictly more each time."""
+    db, go = tmp_path / "race.db", tmp_path / "go"
+    SQLiteStore(db).close()
+    workers = [_process_worker("compact", str(db), tag, "14", str(go)) for tag in "PQR"]
+    for w in workers:
+        assert w.stdout is not None
+        assert w.stdout.readline().strip() == "ready"
+    go.touch()
+    applied = 0
+    for w in workers:
+        out, err = w.communicate(timeout=240)
+        assert w.returncode == 0, err
+        assert "Error" not in err, err
+        applied += int(out.split()[-1])
+    store = SQLiteStore(db)
+    try:
+        summaries = store.summaries("c", tenant="t")
+        uptos = [s.upto_seq for s in summaries]
+        assert [s.version for s in summaries] == list(range(1, len(summaries) + 1))
+        assert all(a < b for a, b in itertools.pairwise(uptos)), uptos
+        assert len(summaries) == applied  # every saved summary was reported as applied
+        logged = [e.summary_version for e in store.compactions("c", tenant="t") if e.applied]
+        assert sorted(logged) == [s.version for s in summaries]
+        assert uptos[-1] <= store.get_conversation("c", tenant="t").last_seq
+    finally:
+        store.close()
+
+
+class _Overtaken(SQLiteStore):
+    """A store whose next summary save is overtaken: another connection compacts first."""
+
+    rival: Conversations | None = None
+
+    def save_compaction(self, summary, entry, *, tenant):
+        rival, self.rival = self.rival, None
+        if rival is not None:  # its own thread: this one may be inside an event loop
+            done = threading.Thread(
+                target=rival.compact_sync, args=(summary.conversation,),
+                kwargs={"tenant": tenant, "user": "u"},
+            )  # fmt: skip
+            done.start()
+            done.join()
+        return super().save_compaction(summary, entry, tenant=tenant)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_compaction_overtaken_by_another_writer_adopts_its_summary(tmp_path, background):
+    db = tmp_path / "overtaken.db"
+    config = CompactionConfig.preset("development")
+    store = _Overtaken(db)
+    a = Conversations(ContextEngine(counter=H, budget=3000), store, compaction=config)
+    b = Conversations(ContextEngine(counter=H, budget=3000), SQLiteStore(db), compaction=config)
+    try:
+        a.append_sync("c", thread(30), tenant="t", user="u")
+        a.wait_idle_sync()
+        before = store.summaries("c", tenant="t")
+        a.append_sync("c", thread(4), tenant="t", user="u")
+        store.rival = b  # b saves first, covering at least what a's summary would
+        if background:
+            a.append_sync("c", thread(30), tenant="t", user="u")  # schedules a summary
+            a.wait_idle_sync()
+        else:
+            result = a.compact_sync("c", tenant="t", user="u")
+            assert not result.applied
+            assert result.summary_version is None
+            assert any(n.startswith("stood down") for n in result.notes)
+        assert store.rival is None, "the rival did not run"
+        after = store.summaries("c", tenant="t")
+        uptos = [s.upto_seq for s in after]
+        assert all(x < y for x, y in itertools.pairwise(uptos)), uptos
+        assert len(after) == len(before) + 1  # b's; a's saved nothing
+        built = a.build_sync("c", "plan 3?", tenant="t", user="u", store_message=False)
+        assert any(after[-1].content in m.text for m in built.messages)  # b's summary
+    finally:
+        a.close()
+        b.close()
