@@ -1399,8 +1399,9 @@ def test_a_compaction_overtaken_by_another_writer_adopts_its_summary(tmp_path, b
     try:
         a.append_sync("c", thread(30), tenant="t", user="u")
         a.wait_idle_sync()
-        before = store.summaries("c", tenant="t")
         a.append_sync("c", thread(4), tenant="t", user="u")
+        a.wait_idle_sync()  # no summary of a's under way: the next save is the one overtaken
+        before = store.summaries("c", tenant="t")
         store.rival = b  # b saves first, covering at least what a's summary would
         if background:
             a.append_sync("c", thread(30), tenant="t", user="u")  # schedules a summary
@@ -1420,3 +1421,24 @@ def test_a_compaction_overtaken_by_another_writer_adopts_its_summary(tmp_path, b
     finally:
         a.close()
         b.close()
+
+
+def test_a_background_summary_running_at_exit_is_finished_not_cut_short(tmp_path):
+    """A process that imports a long thread and exits at once, without close(): the
+    background summary it scheduled gets its bounded time at exit and is saved, with
+    its log entry (it used to be cut off with the daemon thread)."""
+    db = tmp_path / "exit.db"
+    proc = _process_worker("summary", str(db), "2000")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "imported"
+    store = SQLiteStore(db)
+    try:
+        assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert store.get_conversation("c", tenant="t").message_count == 2000
+        summaries = store.summaries("c", tenant="t")
+        assert len(summaries) == 1
+        logged = [e.summary_version for e in store.compactions("c", tenant="t") if e.applied]
+        assert logged == [1]
+    finally:
+        store.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -18,11 +19,13 @@ from typing import Any, TypeVar
 
 from ._errors import StoreError
 from ._messages import Message
+from ._shutdown import at_shutdown
 from .storage import AsyncStore, Store, Summary
 
 __all__ = ["Background", "StoreCalls", "Tail"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -80,12 +83,21 @@ class StoreCalls(AsyncStore):
 
 
 class Background:
-    """One daemon thread with an event loop for summaries, so sync callers get them too."""
+    """One daemon thread with an event loop for summaries, so sync callers get them too.
 
-    def __init__(self) -> None:
+    At interpreter exit (before threads are joined and thread pools stop: see
+    ``_shutdown.py``) the jobs get ``exit_timeout`` seconds to finish; the rest
+    are abandoned, cleanly: their store writes are single transactions run on
+    the store's worker thread, which the interpreter lets finish, so an abandoned
+    job has written all of a summary (with its log entry) or none of it, and
+    the next build that finds a summary due makes it.
+    """
+
+    def __init__(self, exit_timeout: float = 5.0) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self.pending: set[concurrent.futures.Future[Any]] = set()
+        self.exit_timeout = exit_timeout
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         with self._lock:
@@ -95,6 +107,9 @@ class Background:
                     target=loop.run_forever, name="contextwright-bg", daemon=True
                 ).start()
                 self._loop = loop
+                with _running_lock:
+                    _running.add(self)
+                at_shutdown(_finish_running)
         fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
         self.pending.add(fut)
         fut.add_done_callback(self.pending.discard)
@@ -104,6 +119,28 @@ class Background:
         concurrent.futures.wait(list(self.pending), timeout=timeout)
 
     def close(self) -> None:
+        with _running_lock:
+            _running.discard(self)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop = None
+
+    def _finish(self) -> None:
+        """At exit: wait ``exit_timeout`` seconds for the jobs, then stop (see the class)."""
+        self.wait(self.exit_timeout)
+        left = sum(1 for f in list(self.pending) if not f.done())
+        if left:
+            log.info("abandoning %d background job(s) at exit (summaries are made later)", left)
+        self.close()
+
+
+# Background loops that run, finished at interpreter exit (`Background._finish`).
+_running: set[Background] = set()
+_running_lock = threading.Lock()
+
+
+def _finish_running() -> None:
+    with _running_lock:
+        running = list(_running)
+    for bg in running:
+        bg._finish()
