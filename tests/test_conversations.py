@@ -1442,3 +1442,73 @@ def test_a_background_summary_running_at_exit_is_finished_not_cut_short(tmp_path
         assert logged == [1]
     finally:
         store.close()
+
+
+# -- bounded in-process caches --------------------------------------------------------------
+
+
+def test_cached_conversations_are_bounded(tmp_path):
+    n = 4
+    engine = ContextEngine(counter=H, budget=3000)
+    convs = Conversations(engine, SQLiteStore(tmp_path / "lru.db"), max_cached_conversations=n)
+    try:
+        for i in range(3 * n):
+            convs.append_sync(f"c{i}", thread(2), tenant="t", user="u")
+            convs.build_sync(f"c{i}", f"plan {i}?", tenant="t", user="u")
+            assert convs.cache_sizes()["tails"] <= n + convs.cache_sizes()["jobs"]
+        convs.wait_idle_sync()
+        convs.build_sync("c0", "plan 0 again?", tenant="t", user="u")  # evicted: read afresh
+        sizes = convs.cache_sizes()
+        assert sizes["tails"] <= n
+        assert sizes["recall_indexes"] <= 16
+        assert sizes["window_memos"] <= 256
+    finally:
+        convs.close()
+    for bad in (0, -1, 1.5, True, "8"):
+        with pytest.raises(ConfigError, match="max_cached_conversations"):
+            Conversations(engine, max_cached_conversations=bad)
+
+
+_OPS = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from(["append", "build", "bulk", "compact"])),
+    min_size=1,
+    max_size=14,
+)
+
+
+@given(ops=_OPS)
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_evicting_tails_never_changes_a_build(tmp_path_factory, ops):
+    """Conversations with room for one tail build byte for byte what ones with room for
+    all build, whatever the interleaving of conversations and operations."""
+    base = tmp_path_factory.mktemp("lru")
+    pair = [
+        Conversations(
+            ContextEngine(counter=H, budget=3000),
+            SQLiteStore(base / f"{size}.db"),
+            compaction=CompactionConfig.preset("development"),
+            max_cached_conversations=size,
+        )
+        for size in (1, 1000)
+    ]
+    try:
+        for step, (i, op) in enumerate(ops):
+            cid = f"c{i}"
+            msgs = thread(12 if op == "bulk" else 1)
+            rendered = []
+            for convs in pair:
+                if op in ("append", "bulk"):
+                    convs.append_sync(cid, msgs, tenant="t", user="u")
+                elif op == "compact":
+                    convs.append_sync(cid, msgs, tenant="t", user="u")
+                    convs.compact_sync(cid, tenant="t", user="u")
+                built = convs.build_sync(cid, f"step {step}: plan {i}?", tenant="t", user="u")
+                convs.wait_idle_sync()
+                rendered.append(json.dumps(built.render("openai"), sort_keys=True))
+            assert rendered[0] == rendered[1]
+        assert pair[0].cache_sizes()["tails"] <= 1
+    finally:
+        for convs in pair:
+            convs.close()

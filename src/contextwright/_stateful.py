@@ -1,7 +1,8 @@
 """The stateful mode's machinery: the in-process tail, store calls, background jobs.
 
 `Conversations` (``_conversations.py``) is built from these: a `Tail` per
-conversation (the newest prompt-ready messages and running totals), `StoreCalls`
+conversation (the newest prompt-ready messages and running totals), kept for
+the most recently used conversations in a `TailCache`, `StoreCalls`
 (the store as coroutines, inline under the sync API), and `Background` (one
 daemon thread with an event loop, for summaries that sync callers get too).
 """
@@ -12,7 +13,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -22,7 +23,7 @@ from ._messages import Message
 from ._shutdown import at_shutdown
 from .storage import AsyncStore, Store, Summary
 
-__all__ = ["Background", "StoreCalls", "Tail"]
+__all__ = ["Background", "StoreCalls", "Tail", "TailCache"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -57,6 +58,48 @@ class Tail:
     @property
     def unsummarized_tokens(self) -> int:
         return max(0, self.total_tokens - self.covered_tokens)
+
+
+class TailCache:
+    """The tails of the ``maxsize`` most recently used conversations (least recently used
+    evicted first).
+
+    A tail only saves reading the store: an evicted conversation's next build reads
+    its tail afresh (`Conversations._load_tail`), as a new process would, and builds
+    the same context. ``busy(key)`` marks tails that are not evicted while it holds
+    (a background summary is adopting its result into them), so the cache may hold
+    more than ``maxsize`` while such work is under way.
+    """
+
+    def __init__(self, maxsize: int, busy: Callable[[tuple[str, str]], bool]) -> None:
+        self.maxsize = maxsize
+        self._busy = busy
+        self._items: OrderedDict[tuple[str, str], Tail] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, key: tuple[str, str]) -> Tail:
+        with self._lock:
+            return self._items[key]
+
+    def get(self, key: tuple[str, str]) -> Tail | None:
+        with self._lock:
+            tail = self._items.get(key)
+            if tail is not None:
+                self._items.move_to_end(key)
+            return tail
+
+    def put(self, key: tuple[str, str], tail: Tail) -> None:
+        with self._lock:
+            self._items[key] = tail
+            self._items.move_to_end(key)
+            over = len(self._items) - self.maxsize
+            if over <= 0:
+                return
+            for old in [k for k in self._items if k != key and not self._busy(k)][:over]:
+                del self._items[old]
 
 
 class StoreCalls(AsyncStore):

@@ -18,7 +18,7 @@ from ._budget import Budget
 from ._engine import ContextEngine
 from ._errors import StoreError, SummaryConflictError, UserError
 from ._messages import Message
-from ._stateful import Background, Tail
+from ._stateful import Background, Tail, TailCache
 from ._tokens import DEFAULT_OVERHEAD, count_message
 from .history import (
     CompactionCheck,
@@ -56,7 +56,7 @@ class _CompactionMixin:
     summarizer: Summarizer
     memory_flush: MemoryFlush | None
     clock: Callable[[], float]
-    _tails: dict[tuple[str, str], Tail]
+    _tails: TailCache
     _jobs: dict[tuple[str, str], concurrent.futures.Future[None]]
     _yield_to: set[tuple[str, str]]
     _bg: Background
@@ -87,7 +87,9 @@ class _CompactionMixin:
         # Read as "under way", it stopped every later summary of the conversation.
         if running is not None and not running.done():
             return
-        tail = self._tails[key]
+        tail = self._tails.get(key)
+        if tail is None:  # evicted meanwhile: the next build finds the summary due again
+            return
 
         async def job() -> None:
             try:
@@ -276,6 +278,9 @@ class _CompactionMixin:
                                         notes, flushed, prompt)  # fmt: skip
             version = saved.version
             self._apply_summary(tail, saved, written)
+            current = self._tails.get(key)
+            if current is not None and current is not tail:  # evicted and read afresh meanwhile
+                self._apply_summary(current, saved)
         elif explicit and not preview:
             entry = CompactionEntry(
                 0, conversation, self.clock(), urgency.urgency, False, before_tokens, before_tokens,
