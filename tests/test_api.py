@@ -29,7 +29,7 @@ def test_public_api_is_pinned():
         "InMemoryKnowledgeStore", "InMemoryMemoryStore", "InvalidMessageError", "KnowledgeHit",
         "KnowledgeStore", "Memory", "MemoryCache", "MemoryHit", "MemoryStore", "Message",
         "MessageOverhead", "MissingDependencyError", "ModelInfo", "Passage", "Priority",
-        "ProviderRuleError", "Scope", "SectionReport", "TextPart", "TiktokenCounter", "TokenCounter",
+        "ProviderRuleError", "Scope", "SectionReport", "SummaryConflictError", "TextPart", "TiktokenCounter", "TokenCounter",
         "ToolCallPart", "ToolResultPart", "Unit", "UserError", "WindowResult", "__version__",
         "cache_namespace", "count_message", "count_messages", "default_counter", "escape_content", "evaluate_locomo", "group_units",
         "memory_qa_engine", "model_info", "render_block", "select_window", "share_out", "truncate_to_tokens",
@@ -40,6 +40,7 @@ def test_public_api_is_pinned():
 # DESIGN.md "Layering": imports point one way, from the interfaces down.
 LAYERS = {
     "_messages": 0, "_cache": 0, "_errors": 0, "_lexical": 0, "_heuristic": 0, "_eager": 0,
+    "_shutdown": 0,
     "_tokens": 1, "adapters": 1, "storage": 1, "llm": 1,
     "_blocks": 2, "_budget": 2, "memory": 2, "knowledge": 2, "_fit": 2,
     "sources": 3, "_window": 3, "history": 3,

@@ -1410,3 +1410,189 @@ def test_a_summary_that_ends_before_it_is_listed_does_not_stop_the_next(tmp_path
         assert len(convs.store.summaries("c", tenant="t")) >= 3
     finally:
         convs.close()
+
+
+# -- compaction racing another process -----------------------------------------------------
+
+PROCESS_WORKER = os.path.join(os.path.dirname(__file__), "process_worker.py")
+
+
+def _process_worker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, PROCESS_WORKER, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def test_processes_compacting_one_conversation_stand_down_instead_of_failing(tmp_path):
+    """Three processes append to and compact one conversation at once: a process whose
+    summary another one overtook stands down (no exception), and the stored versions
+    cover strictly more each time."""
+    db, go = tmp_path / "race.db", tmp_path / "go"
+    SQLiteStore(db).close()
+    workers = [_process_worker("compact", str(db), tag, "14", str(go)) for tag in "PQR"]
+    for w in workers:
+        assert w.stdout is not None
+        assert w.stdout.readline().strip() == "ready"
+    go.touch()
+    applied = 0
+    for w in workers:
+        out, err = w.communicate(timeout=240)
+        assert w.returncode == 0, err
+        assert "Error" not in err, err
+        applied += int(out.split()[-1])
+    store = SQLiteStore(db)
+    try:
+        summaries = store.summaries("c", tenant="t")
+        uptos = [s.upto_seq for s in summaries]
+        assert [s.version for s in summaries] == list(range(1, len(summaries) + 1))
+        assert all(a < b for a, b in itertools.pairwise(uptos)), uptos
+        assert len(summaries) == applied  # every saved summary was reported as applied
+        logged = [e.summary_version for e in store.compactions("c", tenant="t") if e.applied]
+        assert sorted(logged) == [s.version for s in summaries]
+        assert uptos[-1] <= store.get_conversation("c", tenant="t").last_seq
+    finally:
+        store.close()
+
+
+class _Overtaken(SQLiteStore):
+    """A store whose next summary save is overtaken: another connection compacts first."""
+
+    rival: Conversations | None = None
+
+    def save_compaction(self, summary, entry, *, tenant):
+        rival, self.rival = self.rival, None
+        if rival is not None:  # its own thread: this one may be inside an event loop
+            done = threading.Thread(
+                target=rival.compact_sync, args=(summary.conversation,),
+                kwargs={"tenant": tenant, "user": "u"},
+            )  # fmt: skip
+            done.start()
+            done.join()
+        return super().save_compaction(summary, entry, tenant=tenant)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_compaction_overtaken_by_another_writer_adopts_its_summary(tmp_path, background):
+    db = tmp_path / "overtaken.db"
+    config = CompactionConfig.preset("development")
+    store = _Overtaken(db)
+    a = Conversations(ContextEngine(counter=H, budget=3000), store, compaction=config)
+    b = Conversations(ContextEngine(counter=H, budget=3000), SQLiteStore(db), compaction=config)
+    try:
+        a.append_sync("c", thread(30), tenant="t", user="u")
+        a.wait_idle_sync()
+        a.append_sync("c", thread(4), tenant="t", user="u")
+        a.wait_idle_sync()  # no summary of a's under way: the next save is the one overtaken
+        before = store.summaries("c", tenant="t")
+        store.rival = b  # b saves first, covering at least what a's summary would
+        if background:
+            a.append_sync("c", thread(30), tenant="t", user="u")  # schedules a summary
+            a.wait_idle_sync()
+        else:
+            result = a.compact_sync("c", tenant="t", user="u")
+            assert not result.applied
+            assert result.summary_version is None
+            assert any(n.startswith("stood down") for n in result.notes)
+        assert store.rival is None, "the rival did not run"
+        after = store.summaries("c", tenant="t")
+        uptos = [s.upto_seq for s in after]
+        assert all(x < y for x, y in itertools.pairwise(uptos)), uptos
+        assert len(after) == len(before) + 1  # b's; a's saved nothing
+        built = a.build_sync("c", "plan 3?", tenant="t", user="u", store_message=False)
+        assert any(after[-1].content in m.text for m in built.messages)  # b's summary
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_background_summary_running_at_exit_is_finished_not_cut_short(tmp_path):
+    """A process that imports a long thread and exits at once, without close(): the
+    background summary it scheduled gets its bounded time at exit and is saved, with
+    its log entry (it used to be cut off with the daemon thread)."""
+    db = tmp_path / "exit.db"
+    proc = _process_worker("summary", str(db), "2000")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "imported"
+    store = SQLiteStore(db)
+    try:
+        assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert store.get_conversation("c", tenant="t").message_count == 2000
+        summaries = store.summaries("c", tenant="t")
+        assert len(summaries) == 1
+        logged = [e.summary_version for e in store.compactions("c", tenant="t") if e.applied]
+        assert logged == [1]
+    finally:
+        store.close()
+
+
+# -- bounded in-process caches --------------------------------------------------------------
+
+
+def test_cached_conversations_are_bounded(tmp_path):
+    n = 4
+    engine = ContextEngine(counter=H, budget=3000)
+    convs = Conversations(engine, SQLiteStore(tmp_path / "lru.db"), max_cached_conversations=n)
+    try:
+        for i in range(3 * n):
+            convs.append_sync(f"c{i}", thread(2), tenant="t", user="u")
+            convs.build_sync(f"c{i}", f"plan {i}?", tenant="t", user="u")
+            assert convs.cache_sizes()["tails"] <= n + convs.cache_sizes()["jobs"]
+        convs.wait_idle_sync()
+        convs.build_sync("c0", "plan 0 again?", tenant="t", user="u")  # evicted: read afresh
+        sizes = convs.cache_sizes()
+        assert sizes["tails"] <= n
+        assert sizes["recall_indexes"] <= 16
+        assert sizes["window_memos"] <= 256
+    finally:
+        convs.close()
+    for bad in (0, -1, 1.5, True, "8"):
+        with pytest.raises(ConfigError, match="max_cached_conversations"):
+            Conversations(engine, max_cached_conversations=bad)
+
+
+_OPS = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from(["append", "build", "bulk", "compact"])),
+    min_size=1,
+    max_size=14,
+)
+
+
+@given(ops=_OPS)
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_evicting_tails_never_changes_a_build(tmp_path_factory, ops):
+    """Conversations with room for one tail build byte for byte what ones with room for
+    all build, whatever the interleaving of conversations and operations."""
+    base = tmp_path_factory.mktemp("lru")
+    pair = [
+        Conversations(
+            ContextEngine(counter=H, budget=3000),
+            SQLiteStore(base / f"{size}.db"),
+            compaction=CompactionConfig.preset("development"),
+            max_cached_conversations=size,
+        )
+        for size in (1, 1000)
+    ]
+    try:
+        for step, (i, op) in enumerate(ops):
+            cid = f"c{i}"
+            msgs = thread(12 if op == "bulk" else 1)
+            rendered = []
+            for convs in pair:
+                if op in ("append", "bulk"):
+                    convs.append_sync(cid, msgs, tenant="t", user="u")
+                elif op == "compact":
+                    convs.append_sync(cid, msgs, tenant="t", user="u")
+                    convs.compact_sync(cid, tenant="t", user="u")
+                built = convs.build_sync(cid, f"step {step}: plan {i}?", tenant="t", user="u")
+                convs.wait_idle_sync()
+                rendered.append(json.dumps(built.render("openai"), sort_keys=True))
+            assert rendered[0] == rendered[1]
+        assert pair[0].cache_sizes()["tails"] <= 1
+    finally:
+        for convs in pair:
+            convs.close()

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import InvalidMessageError, Message, TextPart, ToolCallPart, ToolResultPart
-from contextwright._errors import ConfigError, StoreError
+from contextwright._errors import ConfigError, StoreError, SummaryConflictError
 from contextwright._messages import ImagePart
 from contextwright.storage import (
     MIGRATIONS,
@@ -407,7 +407,6 @@ def test_summaries_are_versioned_and_checked(store):
     assert store.summaries("c", tenant=T) == [s1, s2]
     refused = [
         Summary("c", 0, 1, 11, "beyond the last message"),
-        Summary("c", 0, 1, 7, "below the previous summary"),
         Summary("c", 0, 5, 4, "from after upto"),
         Summary("c", 2, 1, 9, "stale version"),
         Summary("unknown", 0, 1, 1, "no such conversation"),
@@ -417,7 +416,18 @@ def test_summaries_are_versioned_and_checked(store):
             store.save_summary(summary, tenant=T)
     with pytest.raises(InvalidMessageError):
         store.save_summary(Summary("c", 0, 1, 9, "right conversation, wrong tenant"), tenant="B")
+    # Covering nothing new (below or at the stored summary's end) is a lost race, not
+    # bad input: not saved, and the error carries the summary that is stored.
+    for upto in (7, 8):
+        with pytest.raises(SummaryConflictError) as lost:
+            store.save_summary(Summary("c", 0, 1, upto, "covers nothing new"), tenant=T)
+        assert lost.value.latest == s2
+        assert lost.value.upto_seq == upto
+        entry = CompactionEntry(0, "c", 1.0, "hard", True, 10, 5, upto_seq=upto)
+        with pytest.raises(SummaryConflictError):
+            store.save_compaction(Summary("c", 0, 1, upto, "nothing new"), entry, tenant=T)
     assert store.summaries("c", tenant=T) == [s1, s2]
+    assert store.compactions("c", tenant=T) == []
     assert store.summaries("c", tenant="B") == []
 
 

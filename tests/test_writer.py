@@ -11,6 +11,9 @@ context once the writer has finished — while no build ever waited for it.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 
@@ -324,3 +327,64 @@ def test_a_fact_written_after_a_turn_is_in_the_next_turns_context(
         assert "User lives in Berlin" not in _context(turn_n1)
     writer.close()
     engine.close()
+
+
+# -- lifetime: nothing submitted is lost when the process exits ---------------------------
+
+PROCESS_WORKER = os.path.join(os.path.dirname(__file__), "process_worker.py")
+
+
+def _exit_without_close(db, count: int, delay: float, exit_timeout: float):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    args = [str(db), str(count), str(delay), str(exit_timeout)]
+    proc = subprocess.run(
+        [sys.executable, PROCESS_WORKER, "memory", *args],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "submitted"
+    return proc
+
+
+def _stored_memories(db) -> int:
+    with SQLiteMemoryStore(db) as store:
+        (n,) = store.db._conn.execute("SELECT count(*) FROM memories").fetchone()
+    return int(n)
+
+
+def test_a_process_exiting_without_close_writes_everything_it_submitted(tmp_path):
+    """50 batches of three facts, then a normal exit with no close(): all 150 stored, as
+    many as a writer that is closed stores (the extractor also uses a thread pool,
+    which must still run while the queue drains at exit)."""
+    _exit_without_close(tmp_path / "exit.db", 50, 0.0, 10.0)
+    with SQLiteMemoryStore(tmp_path / "closed.db") as store, MemoryWriter(store) as writer:
+        for i in range(50):
+            text = f"My name is Person{i}. I live in City{i}. I work at Company{i}."
+            writer.submit(Scope("t", f"u{i}"), [Message.user(text)])
+    assert _stored_memories(tmp_path / "closed.db") == 150
+    assert _stored_memories(tmp_path / "exit.db") == 150
+
+
+def test_what_cannot_be_written_within_exit_timeout_is_reported(tmp_path):
+    """Five batches of half a second each cannot be written in 0.2 s: the exit says so."""
+    proc = _exit_without_close(tmp_path / "slow.db", 5, 0.5, 0.2)
+    assert "exit_timeout" in proc.stderr
+    assert "queued batch(es) not written" in proc.stderr
+    assert _stored_memories(tmp_path / "slow.db") < 15
+
+
+def test_the_writer_is_a_context_manager_sync_and_async(tmp_path):
+    with SQLiteMemoryStore(tmp_path / "m.db") as store:
+        with MemoryWriter(store) as writer:
+            writer.submit(SCOPE, [Message.user("I live in Paris.")])
+        assert writer.stats.processed == 1
+        with pytest.raises(UserError):
+            writer.submit(SCOPE, [Message.user("closed")])
+
+        async def main() -> MemoryWriter:
+            async with MemoryWriter(store) as writer:
+                writer.submit(SCOPE, [Message.user("I work at Acme.")])
+            return writer
+
+        assert asyncio.run(main()).stats.processed == 1
+        assert len(store.history(SCOPE)) == 2  # where alice lives, and works

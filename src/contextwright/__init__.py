@@ -32,6 +32,7 @@ from ._errors import (
     MissingDependencyError,
     ProviderRuleError,
     StoreError,
+    SummaryConflictError,
     UserError,
 )
 from ._eval import evaluate_locomo, memory_qa_engine
@@ -104,6 +105,7 @@ __all__ = [
     "Scope",
     "SectionReport",
     "StoreError",
+    "SummaryConflictError",
     "TextPart",
     "TiktokenCounter",
     "TokenCounter",

@@ -41,7 +41,7 @@ from ._engine import ContextEngine
 from ._errors import ConfigError, InvalidMessageError, UserError
 from ._messages import Message, ToolResultPart
 from ._receipt import BuiltContext
-from ._stateful import Background, StoreCalls, Tail
+from ._stateful import Background, StoreCalls, Tail, TailCache
 from ._stateful_compact import MemoryFlush, Offload, _CompactionMixin, _Written
 from ._tokens import DEFAULT_OVERHEAD, count_message
 from .history import (
@@ -89,6 +89,19 @@ class Conversations(_CompactionMixin):
     to the rule summariser; ``memory_flush`` runs on messages about to be
     summarised away. ``window_tokens`` bounds the in-process tail (default: the
     engine's budget).
+
+    ``max_cached_conversations`` bounds the conversations whose tail is kept in
+    process (least recently used evicted first; default 1,024): memory stays flat
+    however many conversations one process serves. A tail holds up to twice the
+    window, typically tens of kilobytes; an evicted conversation's next build
+    reads it from the store again (one cold start) and builds the same context.
+    `cache_sizes` says what is held. The other per-conversation caches are bounded
+    too: recall's turn indexes (`RecallSource.max_conversations`), the engine's
+    window memos and shortened messages.
+
+    Call `close` when done. At interpreter exit, background summaries still
+    running get a few seconds and are otherwise abandoned whole (see
+    `Background`): the next build that finds one due makes it.
     """
 
     def __init__(
@@ -103,7 +116,17 @@ class Conversations(_CompactionMixin):
         window_tokens: int | None = None,
         recall: bool = True,
         clock: Callable[[], float] = time.time,
+        max_cached_conversations: int = 1024,
     ) -> None:
+        if (
+            isinstance(max_cached_conversations, bool)
+            or not isinstance(max_cached_conversations, int)
+            or max_cached_conversations < 1
+        ):
+            raise ConfigError(
+                "max_cached_conversations must be a positive integer, "
+                f"got {max_cached_conversations!r}"
+            )
         if store is None or isinstance(store, str):
             store = SQLiteStore(store or ":memory:")
         self.engine = engine
@@ -116,7 +139,7 @@ class Conversations(_CompactionMixin):
         budget = engine.budget.input_tokens if engine.budget is not None else None
         self.window_tokens = window_tokens or budget or 32_000
         self.clock = clock
-        self._tails: dict[tuple[str, str], Tail] = {}
+        self._tails = TailCache(max_cached_conversations, self._busy)
         self._change_token: Callable[[], tuple[int, int]] | None = getattr(
             store, "change_token", None
         )
@@ -141,6 +164,26 @@ class Conversations(_CompactionMixin):
         self._extra = [recall_source] if recall else []
         self._recall = recall_source if recall else None
         self._indexing: set[tuple[str, str]] = set()  # conversations with an index job pending
+
+    def _busy(self, key: tuple[str, str]) -> bool:
+        """Whether a background summary of the conversation is under way (its tail stays)."""
+        job = self._jobs.get(key)
+        return job is not None and not job.done()
+
+    def cache_sizes(self) -> dict[str, int]:
+        """How many conversations each in-process cache holds now (all bounded).
+
+        ``tails`` (at most ``max_cached_conversations``, plus any with a background
+        summary under way), ``recall_indexes`` (at most the recall source's
+        ``max_conversations``), ``window_memos`` (the engine's), ``jobs`` (background
+        summaries under way).
+        """
+        return {
+            "tails": len(self._tails),
+            "recall_indexes": len(self._recall._indexes) if self._recall is not None else 0,
+            "window_memos": len(self.engine._memos),
+            "jobs": sum(1 for j in list(self._jobs.values()) if not j.done()),
+        }
 
     def _inline(self) -> bool:
         """Whether this runs on the sync API's private loop (store calls run inline there)."""
@@ -633,7 +676,7 @@ class Conversations(_CompactionMixin):
                 # cold start (once per conversation per process)
                 tail.owner = info.user
                 await self._load_tail(tail, conversation, tenant, info)
-            self._tails[key] = tail
+            self._tails.put(key, tail)
             tail.synced = token  # if the load wrote counts, the token moved on: checked again
             return tail
         with tail.lock:

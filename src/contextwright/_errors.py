@@ -10,7 +10,9 @@ The hierarchy::
     │   └── MissingDependencyError      an optional extra is not installed; names the extra
     ├── BudgetError                     the protected zone alone does not fit the budget
     ├── StoreError                      the conversation store failed (database locked past
-    │                                   its busy timeout, corrupt, closed, unwritable)
+    │   │                               its busy timeout, corrupt, closed, unwritable)
+    │   └── SummaryConflictError        a summary was not saved: the stored one already
+    │                                   covers as far (another writer got there first)
     ├── LLMError                        a call to a language model failed (HTTP error, timeout,
     │                                   unusable answer); the SDK's error is the cause
     └── ProviderRuleError               a rendered request breaks a provider's rules;
@@ -24,6 +26,8 @@ into one of these, with the original chained as ``__cause__``.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "BudgetError",
     "ConfigError",
@@ -33,6 +37,7 @@ __all__ = [
     "MissingDependencyError",
     "ProviderRuleError",
     "StoreError",
+    "SummaryConflictError",
     "UserError",
 ]
 
@@ -109,6 +114,24 @@ class StoreError(ContextwrightError):
     is an `InvalidMessageError` or `ConfigError` instead, raised before anything is
     written.
     """
+
+
+class SummaryConflictError(StoreError):
+    """A summary was not saved because the stored latest one already covers as far.
+
+    Another writer (usually another process compacting the same conversation)
+    saved a summary first; saving this one would cover nothing new. Not bad
+    input: re-read and stand down, or summarise what follows ``latest``, the
+    stored summary that won. Nothing was written.
+    """
+
+    def __init__(self, upto_seq: int, latest: Any) -> None:
+        self.upto_seq = upto_seq
+        self.latest = latest  # a `contextwright.storage.Summary`
+        super().__init__(
+            f"summary.upto_seq: is {upto_seq}, but the stored summary version "
+            f"{latest.version} already covers up to {latest.upto_seq}"
+        )
 
 
 class ProviderRuleError(ContextwrightError):

@@ -1,7 +1,8 @@
 """The stateful mode's machinery: the in-process tail, store calls, background jobs.
 
 `Conversations` (``_conversations.py``) is built from these: a `Tail` per
-conversation (the newest prompt-ready messages and running totals), `StoreCalls`
+conversation (the newest prompt-ready messages and running totals), kept for
+the most recently used conversations in a `TailCache`, `StoreCalls`
 (the store as coroutines, inline under the sync API), and `Background` (one
 daemon thread with an event loop, for summaries that sync callers get too).
 """
@@ -10,19 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ._errors import StoreError
 from ._messages import Message
+from ._shutdown import at_shutdown
 from .storage import AsyncStore, Store, Summary
 
-__all__ = ["Background", "StoreCalls", "Tail"]
+__all__ = ["Background", "StoreCalls", "Tail", "TailCache"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -61,6 +65,48 @@ class Tail:
         return max(0, self.total_tokens - self.covered_tokens)
 
 
+class TailCache:
+    """The tails of the ``maxsize`` most recently used conversations (least recently used
+    evicted first).
+
+    A tail only saves reading the store: an evicted conversation's next build reads
+    its tail afresh (`Conversations._load_tail`), as a new process would, and builds
+    the same context. ``busy(key)`` marks tails that are not evicted while it holds
+    (a background summary is adopting its result into them), so the cache may hold
+    more than ``maxsize`` while such work is under way.
+    """
+
+    def __init__(self, maxsize: int, busy: Callable[[tuple[str, str]], bool]) -> None:
+        self.maxsize = maxsize
+        self._busy = busy
+        self._items: OrderedDict[tuple[str, str], Tail] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, key: tuple[str, str]) -> Tail:
+        with self._lock:
+            return self._items[key]
+
+    def get(self, key: tuple[str, str]) -> Tail | None:
+        with self._lock:
+            tail = self._items.get(key)
+            if tail is not None:
+                self._items.move_to_end(key)
+            return tail
+
+    def put(self, key: tuple[str, str], tail: Tail) -> None:
+        with self._lock:
+            self._items[key] = tail
+            self._items.move_to_end(key)
+            over = len(self._items) - self.maxsize
+            if over <= 0:
+                return
+            for old in [k for k in self._items if k != key and not self._busy(k)][:over]:
+                del self._items[old]
+
+
 class StoreCalls(AsyncStore):
     """The store as coroutines: on a worker thread, or inline on the sync API's own loop.
 
@@ -85,12 +131,21 @@ class StoreCalls(AsyncStore):
 
 
 class Background:
-    """One daemon thread with an event loop for summaries, so sync callers get them too."""
+    """One daemon thread with an event loop for summaries, so sync callers get them too.
 
-    def __init__(self) -> None:
+    At interpreter exit (before threads are joined and thread pools stop: see
+    ``_shutdown.py``) the jobs get ``exit_timeout`` seconds to finish; the rest
+    are abandoned, cleanly: their store writes are single transactions run on
+    the store's worker thread, which the interpreter lets finish, so an abandoned
+    job has written all of a summary (with its log entry) or none of it, and
+    the next build that finds a summary due makes it.
+    """
+
+    def __init__(self, exit_timeout: float = 5.0) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self.pending: set[concurrent.futures.Future[Any]] = set()
+        self.exit_timeout = exit_timeout
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         with self._lock:
@@ -100,6 +155,9 @@ class Background:
                     target=loop.run_forever, name="contextwright-bg", daemon=True
                 ).start()
                 self._loop = loop
+                with _running_lock:
+                    _running.add(self)
+                at_shutdown(_finish_running)
         fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
         self.pending.add(fut)
         fut.add_done_callback(self.pending.discard)
@@ -109,6 +167,28 @@ class Background:
         concurrent.futures.wait(list(self.pending), timeout=timeout)
 
     def close(self) -> None:
+        with _running_lock:
+            _running.discard(self)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop = None
+
+    def _finish(self) -> None:
+        """At exit: wait ``exit_timeout`` seconds for the jobs, then stop (see the class)."""
+        self.wait(self.exit_timeout)
+        left = sum(1 for f in list(self.pending) if not f.done())
+        if left:
+            log.info("abandoning %d background job(s) at exit (summaries are made later)", left)
+        self.close()
+
+
+# Background loops that run, finished at interpreter exit (`Background._finish`).
+_running: set[Background] = set()
+_running_lock = threading.Lock()
+
+
+def _finish_running() -> None:
+    with _running_lock:
+        running = list(_running)
+    for bg in running:
+        bg._finish()

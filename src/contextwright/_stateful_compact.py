@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._budget import Budget
 from ._engine import ContextEngine
-from ._errors import StoreError, UserError
+from ._errors import StoreError, SummaryConflictError, UserError
 from ._messages import Message
-from ._stateful import Background, Tail
+from ._stateful import Background, Tail, TailCache
 from ._tokens import DEFAULT_OVERHEAD, count_message
 from .history import (
     CompactionCheck,
@@ -56,7 +56,7 @@ class _CompactionMixin:
     summarizer: Summarizer
     memory_flush: MemoryFlush | None
     clock: Callable[[], float]
-    _tails: dict[tuple[str, str], Tail]
+    _tails: TailCache
     _jobs: dict[tuple[str, str], concurrent.futures.Future[None]]
     _yield_to: set[tuple[str, str]]
     _bg: Background
@@ -88,7 +88,9 @@ class _CompactionMixin:
         # Read as "under way", it stopped every later summary of the conversation.
         if running is not None and not running.done():
             return
-        tail = self._tails[key]
+        tail = self._tails.get(key)
+        if tail is None:  # evicted meanwhile: the next build finds the summary due again
+            return
 
         async def job() -> None:
             try:
@@ -264,11 +266,23 @@ class _CompactionMixin:
                 {"notes": list(notes), "flushed_memories": flushed, "method": method},
             )  # fmt: skip
             # summary and log entry in one transaction: a crash leaves both or neither
-            saved, written = await self.db._run(
-                functools.partial(self._save_compaction, new_summary, entry, tenant)
-            )
+            try:
+                saved, written = await self.db._run(
+                    functools.partial(self._save_compaction, new_summary, entry, tenant)
+                )
+            except SummaryConflictError as lost:
+                # Another process saved a summary reaching as far first: a lost race,
+                # not an error. Nothing was written; adopt the winner and stand down.
+                self._apply_summary(tail, lost.latest)
+                if background:
+                    raise _StoodDown from None
+                return self._stood_down(lost.latest, outline, full, n, before_tokens, urgency,
+                                        notes, flushed, prompt)  # fmt: skip
             version = saved.version
             self._apply_summary(tail, saved, written)
+            current = self._tails.get(key)
+            if current is not None and current is not tail:  # evicted and read afresh meanwhile
+                self._apply_summary(current, saved)
         elif explicit and not preview:
             entry = CompactionEntry(
                 0, conversation, self.clock(), urgency.urgency, False, before_tokens, before_tokens,
@@ -280,6 +294,29 @@ class _CompactionMixin:
             shown, content, n, n - cut, flushed, before_tokens, new_tokens,
             urgency.urgency, strategies, not preview and new_summary is not None, version,
             outline[cut - 1].seq if cut else None, method, notes,
+        )  # fmt: skip
+
+    def _stood_down(
+        self, latest: Summary, outline: Sequence[MessageOutline], full: dict[int, Message],
+        n: int, before_tokens: int, urgency: CompactionCheck, notes: tuple[str, ...],
+        flushed: int, prompt: bool,
+    ) -> CompactionResult:  # fmt: skip
+        """The result of a compaction that lost the race to save its summary.
+
+        The prompt view is the winning summary and the messages after it that this
+        compaction read; nothing was saved (``applied`` is False).
+        """
+        kept = [i for i in range(n) if outline[i].seq > latest.upto_seq and i in full]
+        shown = [Message.system(latest.content)] + (
+            [self._view(full[i])[0] for i in kept] if prompt else []
+        )
+        note = (
+            f"stood down: summary version {latest.version}, saved meanwhile by another "
+            f"writer, already covers up to seq {latest.upto_seq}"
+        )
+        return CompactionResult(
+            shown, latest.content, n, len(kept), flushed, before_tokens, before_tokens,
+            urgency.urgency, (), False, None, None, latest.method, (*notes, note),
         )  # fmt: skip
 
     def _stored_cost(self, o: MessageOutline) -> int | None:

@@ -231,24 +231,40 @@ class RecallSource(SourceBase):
             # nothing to wait for, and no task is made.
             task = self._loading.get(key)
             if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-                load = self._load(index, conversation, tenant)
+                load = self._load(index, conversation, tenant, newest)
                 finished, waiting = step(load)
                 if finished:
                     return index
                 task = asyncio.ensure_future(resume(load, waiting))
                 self._loading[key] = task
             await asyncio.shield(task)
+            with self._lock:
+                if key not in self._indexes:  # evicted meanwhile: its load is not kept either
+                    self._loading.pop(key, None)
+                short = newest is not None and index.last_seq < newest
+            if short:  # joined a load that stopped before this caller's newest
+                await self._load(index, conversation, tenant, newest)
         return index
 
-    async def _load(self, index: TurnIndex, conversation: str, tenant: str) -> None:
-        while True:  # in pages, so that a very long conversation is indexed step by step
+    async def _load(
+        self, index: TurnIndex, conversation: str, tenant: str, newest: int | None = None
+    ) -> None:
+        """Extend ``index`` from the store's outlines, up to ``newest`` when given.
+
+        Not past the end of the caller's history: a message stored after it (the
+        build's own, stored first under the sync API) would otherwise enter an index
+        read from the store and not one extended from the history, and a process
+        that read its index afresh would recall differently from one that did not.
+        """
+        while newest is None or index.last_seq < newest:  # in pages: step by step
             after = index.last_seq
+            upto = after + _PAGE if newest is None else min(after + _PAGE, newest)
             new: list[MessageOutline] = await self.store.read_outline(
-                conversation, tenant=tenant, after_seq=after, upto_seq=after + _PAGE
+                conversation, tenant=tenant, after_seq=after, upto_seq=upto
             )
             with self._lock:  # `add` skips what another caller added meanwhile
                 index.add(new)
-            if len(new) < _PAGE:  # sequence numbers are gapless: this was the last page
+            if len(new) < upto - after:  # sequence numbers are gapless: this was the last page
                 break
         if self.ranker.embedder is not None and (
             index.vectors is None or len(index.vectors) < len(index)

@@ -34,11 +34,18 @@ A failing extraction or store call never stops the worker: the batch is counted 
 ``stats.failed`` with the error in ``stats.last_error`` (and logged), and a `flush`
 caller gets the exception.
 
+Lifetime: `close` (or leaving ``with MemoryWriter(...) as writer:``, or ``async
+with``) writes what is queued, then stops the worker. A process that exits
+without closing loses nothing either: when the interpreter begins to shut down
+— before it joins its threads, while the worker and the store still run — every
+open writer is closed with a bounded wait, ``exit_timeout`` seconds. Batches still
+queued when that passes are not written, and a warning says how many.
+
 Wiring, so that a memory written after turn N is in turn N+1's context::
 
     store = SQLiteMemoryStore("chat.db")
     engine = ContextEngine(sources=[UserMemorySource(store=store)], ...)
-    writer = MemoryWriter(store, on_write=invalidate_user_memory(engine))
+    writer = MemoryWriter(store, on_write=invalidate_user_memory(engine))  # writer.close() at the end
     # i.e. on_write=lambda s: engine.invalidate(user_memory_tag(s.tenant, s.user))
     conversations = Conversations(engine, "chat.db", memory_flush=writer.flush)
     ...
@@ -52,6 +59,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -60,6 +68,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._cache import user_memory_tag
 from .._errors import ConfigError, UserError
 from .._messages import Message
+from .._shutdown import at_shutdown
 from ..llm import describe_error
 from ._base import Memory, MemoryHit, Scope
 from ._extract import Extracted, Extractor, RuleExtractor, dedupe_key
@@ -67,6 +76,16 @@ from ._extract import Extracted, Extractor, RuleExtractor, dedupe_key
 __all__ = ["MemoryWriter", "MemoryWriterStore", "WriterStats", "invalidate_user_memory"]
 
 log = logging.getLogger(__name__)
+
+
+# The writers whose worker runs, drained when the interpreter shuts down (see the
+# module docstring). Weak: a writer is kept alive by its worker thread, not by this.
+_open_writers: weakref.WeakSet[MemoryWriter] = weakref.WeakSet()
+
+
+def _close_open_writers() -> None:
+    for writer in list(_open_writers):
+        writer._close_at_exit()
 
 
 @runtime_checkable
@@ -150,7 +169,11 @@ class MemoryWriter:
     ``on_write(scope)`` runs on the worker after every batch that changed the store
     (see `invalidate_user_memory`); ``dedupe_threshold`` is the near-duplicate
     similarity (0..1); ``max_queue`` bounds the batches waiting; ``locale`` is given to
-    the extractor.
+    the extractor; ``exit_timeout`` bounds, in seconds, how long an interpreter
+    shutting down waits for the queue of a writer that was not closed.
+
+    Close it when done (`close`, or use it as a context manager, sync or async):
+    that writes what is queued and stops the worker.
     """
 
     def __init__(
@@ -162,11 +185,15 @@ class MemoryWriter:
         dedupe_threshold: float = 0.85,
         max_queue: int = 1000,
         locale: str = "auto",
+        exit_timeout: float = 10.0,
     ) -> None:
         if not 0.0 < dedupe_threshold <= 1.0:
             raise ConfigError(f"dedupe_threshold must be in (0, 1], got {dedupe_threshold}")
         if max_queue < 1:
             raise ConfigError(f"max_queue must be >= 1, got {max_queue}")
+        if not exit_timeout >= 0.0:  # also refuses NaN
+            raise ConfigError(f"exit_timeout must be >= 0, got {exit_timeout}")
+        self.exit_timeout = exit_timeout
         self.store = store
         self.extractor: Extractor = extractor or RuleExtractor()
         self.on_write = on_write
@@ -234,9 +261,14 @@ class MemoryWriter:
     async def wait_idle_async(self, timeout: float | None = 30.0) -> bool:
         return await asyncio.to_thread(self.wait_idle, timeout)
 
-    def close(self, timeout: float | None = 10.0, *, drain: bool = True) -> None:
+    def close(self, timeout: float | None = 10.0, *, drain: bool = True, warn: bool = True) -> None:
         """Stop the worker after the queued batches (``drain``) or at once (they are
-        discarded, and waiting `flush` callers get an error). Idempotent."""
+        discarded, and waiting `flush` callers get an error). Idempotent.
+
+        Waits at most ``timeout`` seconds (None: until done); what is still queued
+        then is left to the worker while the process runs, and (``warn``) logged as
+        a warning.
+        """
         with self._cond:
             self._closing = True
             if not drain:
@@ -246,14 +278,56 @@ class MemoryWriter:
                         job.future.set_exception(UserError("MemoryWriter closed"))
             self._cond.notify_all()
             thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        if thread is None or thread is threading.current_thread():
+            return
+        thread.join(timeout)
+        _open_writers.discard(self)
+        if warn and thread.is_alive():
+            with self._cond:
+                left = len(self._queue) + self._busy
+            if left:
+                log.warning(
+                    "memory writer closed after %s s with %d batch(es) not yet written; "
+                    "they are lost if the process exits now",
+                    timeout, left,
+                )  # fmt: skip
+
+    def _close_at_exit(self) -> None:
+        """`close` at interpreter shutdown: drain for ``exit_timeout`` seconds, then
+        give up on what is still queued (the process is ending), with a warning."""
+        with self._cond:
+            started = self._thread is not None
+        if not started:
+            return
+        self.close(self.exit_timeout, warn=False)
+        with self._cond:
+            dropped = len(self._queue)
+            while self._queue:
+                job = self._queue.popleft()
+                if job.future is not None:
+                    job.future.set_exception(UserError("MemoryWriter closed at exit"))
+            running = self._busy
+            if dropped:
+                self._count(dropped=dropped)
+        if dropped or running:
+            log.warning(
+                "memory writer: the process is exiting after waiting %s s (exit_timeout): "
+                "%d queued batch(es) not written%s",
+                self.exit_timeout, dropped,
+                ", and the one being written may not finish" if running else "",
+            )  # fmt: skip
 
     def __enter__(self) -> MemoryWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> MemoryWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
 
     # -- the worker --------------------------------------------------------------------------
 
@@ -268,6 +342,8 @@ class MemoryWriter:
                 target=self._work, name="contextwright-memory-writer", daemon=True
             )
             self._thread.start()
+            _open_writers.add(self)
+            at_shutdown(_close_open_writers)
 
     def _work(self) -> None:
         # One loop for the thread's life: an LLM client's connections stay on one loop.

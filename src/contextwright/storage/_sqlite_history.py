@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
-from .._errors import ConfigError, InvalidMessageError
+from .._errors import ConfigError, InvalidMessageError, SummaryConflictError
 from . import _rows as rows
 from ._base import CompactionEntry, MessageOutline, PinnedItem, Summary, WorkingItem
 
@@ -92,9 +92,12 @@ class HistoryTables:
         """Store ``summary`` as the next version and return it with ``version`` set.
 
         Refused (`InvalidMessageError`): ``upto_seq`` beyond the conversation's last
-        message or below the previous summary's ``upto_seq``; ``from_seq`` outside
-        ``1..upto_seq``; a non-zero ``version`` other than the next one (another
-        summariser got there first: re-read and retry).
+        message; ``from_seq`` outside ``1..upto_seq``; a non-zero ``version`` other
+        than the next one (another summariser got there first: re-read and retry).
+        Not saved (`SummaryConflictError`, carrying the stored summary): an
+        ``upto_seq`` the latest stored summary already reaches — another writer
+        got there first, and this one would cover nothing new. The check and the
+        insert are one transaction, so of two processes racing, one stands down.
         """
         with self._tx(True, tenant) as conn:
             return self._insert_summary(conn, tenant, summary)
@@ -106,6 +109,7 @@ class HistoryTables:
 
         The entry's ``summary_version`` is set to the new version. A process killed
         half-way leaves neither: a summary is never stored without its log entry.
+        Refused as `save_summary` refuses, with nothing written.
         """
         with self._tx(True, tenant) as conn:
             saved = self._insert_summary(conn, tenant, summary)
@@ -131,10 +135,12 @@ class HistoryTables:
             raise InvalidMessageError(
                 "summary.upto_seq", f"is {upto} but the conversation's last seq is {last}"
             )
-        if upto < floor:
-            raise InvalidMessageError(
-                "summary.upto_seq", f"is {upto}, below the previous summary's {floor}"
-            )
+        if prev is not None and upto <= floor:
+            latest = conn.execute(
+                f"SELECT {_SUMMARY} FROM summaries s WHERE s.cid = ? AND s.version = ?",
+                (cid, prev[0]),
+            ).fetchone()
+            raise SummaryConflictError(upto, rows.summary(summary.conversation, latest))
         conn.execute(
             "INSERT INTO summaries (cid, version, from_seq, upto_seq, tokens, method, "
             "created_at, meta, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
