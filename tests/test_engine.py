@@ -386,8 +386,8 @@ def test_bad_engine_config():
 async def test_build_sync_refuses_inside_a_loop():
     engine = ContextEngine(counter=HEURISTIC)
     with pytest.raises(UserError, match=r"await engine\.build"):
-        engine.build_sync("hi", budget=100)
-    built = await engine.build("hi", budget=100)
+        engine.build_sync("hi", budget=200)
+    built = await engine.build("hi", budget=200)
     assert built.messages[-2].text == "hi"
 
 

@@ -45,8 +45,10 @@ from ._tokens import (
     CachedCounter,
     MessageOverhead,
     TokenCounter,
+    count_key,
     count_message,
     default_counter,
+    message_frame,
 )
 from ._window import ShortenCache, WindowMemo, WindowResult, narrow_window, select_window
 from .sources._base import Source
@@ -88,6 +90,10 @@ class ContextEngine:
     ``max_message_tokens`` shortens longer history messages in the prompt only.
     ``task_status`` returns the active task's status for a turn (e.g.
     ``ActiveTaskTracker.status_summary``); it is restated with the goal at the end.
+    ``overhead`` is the request format's framing counted around each message: by
+    default the most any supported provider adds, so a build fits its budget
+    whichever provider it is rendered for; ``"openai"``, ``"responses"`` or
+    ``"anthropic"`` (or a `MessageOverhead`) fits one provider's format exactly.
     """
 
     def __init__(
@@ -104,7 +110,7 @@ class ContextEngine:
         restate_goal: bool = True,
         goal_chars: int = 200,
         max_message_tokens: int | None = 2000,
-        overhead: MessageOverhead = DEFAULT_OVERHEAD,
+        overhead: MessageOverhead | str = DEFAULT_OVERHEAD,
         clock: Callable[[], float] = time.time,
         templates: dict[str, str] | None = None,
         task_status: Callable[[Turn], str] | None = None,
@@ -137,7 +143,16 @@ class ContextEngine:
         self.restate_goal = restate_goal
         self.goal_chars = goal_chars
         self.max_message_tokens = max_message_tokens
-        self.overhead = overhead
+        self.overhead = (
+            MessageOverhead.for_provider(overhead) if isinstance(overhead, str) else overhead
+        )
+        if not isinstance(self.overhead, MessageOverhead):
+            raise ConfigError(
+                "overhead must be a MessageOverhead or a provider name, "
+                f"got {type(overhead).__name__}"
+            )
+        # the label of this engine's message counts (message caches, stored counts)
+        self.count_key = count_key(self.counter, self.overhead)
         self.clock = clock
         self.templates = templates
         self.task_status = task_status
@@ -330,7 +345,8 @@ class ContextEngine:
         return message
 
     def _msg_cost(self, text: str) -> int:
-        return self.overhead.per_message + self.counter.count(text)
+        """A system message of ``text``: the text and its framing."""
+        return message_frame(self.counter, "system", self.overhead) + self.counter.count(text)
 
     def _candidates(
         self,
@@ -416,7 +432,8 @@ class ContextEngine:
 
         # Static blocks get the system section's target share, computed without
         # looking at the history, so the cached prefix cannot change as it grows.
-        opener = 0 if has_sys else ov.per_message  # they would open the system message
+        # they would open the system message
+        opener = 0 if has_sys else message_frame(counter, "system", ov)
         target = max(0, int(weights["system"] * limit) - sys_cost - opener)
         lay.static_fit, used = fit_blocks(static_rest, min(rest - opener, target), counter)
         rest -= used + (opener if used else 0)
@@ -479,7 +496,9 @@ class ContextEngine:
             elif grant["summary"] >= 32:  # below that a summary says nothing useful
                 block = Block("summary", summary, Priority.P1)
                 cut = truncate_block(
-                    block, grant["summary"] - self.overhead.per_message, self.counter
+                    block,
+                    grant["summary"] - message_frame(self.counter, "system", self.overhead),
+                    self.counter,
                 )
                 if cut is not None:
                     lay.summary_text = f"{t['summary.header']}\n{cut[0]}"
