@@ -539,12 +539,17 @@ _PROFILES: dict[str, MessageOverhead] = {
 # Stored counts and the counts cached on messages are labelled with this beside
 # the counter's name, so counts made under an earlier default are made again.
 _DEFAULT_TAG = "+m2"
+_DEFAULT_KEYS: dict[str, str] = {}
 
 
 def count_key(counter: TokenCounter, overhead: MessageOverhead = DEFAULT_OVERHEAD) -> str:
     """The label of counts made by ``counter`` under ``overhead`` (caches and the store)."""
     if overhead is DEFAULT_OVERHEAD or overhead == DEFAULT_OVERHEAD:
-        return counter.name + _DEFAULT_TAG
+        name = counter.name
+        key = _DEFAULT_KEYS.get(name)
+        if key is None:  # one string per counter keeps its hash: lookups stay cheap
+            key = _DEFAULT_KEYS[name] = name + _DEFAULT_TAG
+        return key
     return f"{counter.name}|{overhead!r}"
 
 
@@ -560,7 +565,9 @@ def count_message(
     counter: TokenCounter, message: Message, overhead: MessageOverhead = DEFAULT_OVERHEAD
 ) -> int:
     """Tokens ``message`` costs in a request, cached on the message per counter."""
-    key = count_key(counter, overhead)
+    key = _DEFAULT_KEYS.get(counter.name) if overhead is DEFAULT_OVERHEAD else None
+    if key is None:
+        key = count_key(counter, overhead)
     cache = message._token_cache
     hit = cache.get(key)
     if hit is not None:
