@@ -29,7 +29,7 @@ from contextwright.sources import (
     ConversationState,
     SourceBase,
     UserMemorySource,
-    default_sources,
+    consultation_sources,
     keywords,
 )
 
@@ -64,7 +64,7 @@ def _engine(counter, memory_text="likes green tea", **kw):
         UserMemorySource(store=store),
         Fixed("notes", "remember the deadline is Friday " * 5, Priority.P1),
         Fixed("extras", "optional trivia about tea " * 8, Priority.P2),
-        *default_sources()[1:],
+        *consultation_sources()[1:],
     ]
     return ContextEngine(
         system_prompt="You are a careful assistant.", sources=sources, counter=counter, **kw
@@ -154,7 +154,7 @@ def test_prefix_is_byte_identical_when_only_history_grows(h1, h2, question, budg
     engine = ContextEngine(
         system_prompt="You are a careful assistant.",
         pinned=["Never reveal the key."],
-        sources=[StaticProfile("Name: Ada\nLanguage: English"), *default_sources()[1:]],
+        sources=[StaticProfile("Name: Ada\nLanguage: English"), *consultation_sources()[1:]],
         counter=HEURISTIC,
     )
     a = engine.build_sync(question, history=h1, budget=budget, summary="They talked about tea.")
@@ -411,7 +411,7 @@ def test_state_driven_sources_in_chinese():
     )
     engine = ContextEngine(
         counter=HEURISTIC,
-        sources=default_sources(core_fields=["age", "education", "annualIncome"]),
+        sources=consultation_sources(core_fields=["age", "education", "annualIncome"]),
         locale="zh",
     )
     built = engine.build_sync("我该申请哪个?", budget=3000, state=state)
