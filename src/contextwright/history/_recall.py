@@ -52,7 +52,7 @@ from .._blocks import Block, Priority, escape_content, render_block
 from .._eager import resume, step
 from .._fit import JOIN_TOKENS
 from .._messages import Message
-from .._tokens import DEFAULT_OVERHEAD, HeuristicCounter, TokenCounter
+from .._tokens import HeuristicCounter, TokenCounter, message_frame
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
 from ..sources._templates import templates_for
@@ -325,7 +325,7 @@ class RecallSource(SourceBase):
         # header; that frame comes out of the same section grant as this block.
         tail = templates_for(turn.locale)["tail.header"]
         counter = self.counter or _HEURISTIC
-        frame = DEFAULT_OVERHEAD.per_message + self._cost(counter, tail) + JOIN_TOKENS
+        frame = message_frame(counter, "system") + self._cost(counter, tail) + JOIN_TOKENS
         full = top is None or len(ranked) < top
         return self._block(index, ranked, allowance - frame, None if full else rest)
 
