@@ -244,3 +244,14 @@ def test_provider_profiles_never_exceed_the_budget_of_their_provider(
         return
     rendered = rendered_tokens(built, provider, "o200k_base")
     assert rendered <= built.report.used <= budget
+
+
+def test_rendering_for_a_provider_the_profile_does_not_cover_is_reported() -> None:
+    engine = ContextEngine(counter=TiktokenCounter("o200k_base"), overhead="openai")
+    fits = engine.build_sync("hi", budget=500, provider="openai")
+    assert not fits.report.warnings
+    other = engine.build_sync("hi", budget=500, provider="anthropic")
+    assert any("another provider's" in w for w in other.report.warnings)
+    default = ContextEngine(counter=TiktokenCounter("o200k_base"))
+    for provider in PROVIDERS:
+        assert not default.build_sync("hi", budget=500, provider=provider).report.warnings

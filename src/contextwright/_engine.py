@@ -281,6 +281,12 @@ class ContextEngine:
         if provider is not None:
             built.rendered = built.render(provider)
             ms["render"] = (time.perf_counter() - t4) * 1e3
+            if not self.overhead.covers(provider):
+                report.warnings.append(
+                    f"the message overhead counted is another provider's: {provider!r} may "
+                    "receive more tokens than 'used' (keep the default overhead, or pass "
+                    f"overhead={provider!r})"
+                )
         report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
         return built
 

@@ -515,6 +515,11 @@ class MessageOverhead:
     count_role: bool = True
     per_part: int = 3
 
+    def covers(self, provider: str) -> bool:
+        """Whether this overhead charges at least what ``provider``'s profile does."""
+        other = MessageOverhead.for_provider(provider)
+        return all(getattr(self, f) >= getattr(other, f) for f in self.__dataclass_fields__)
+
     @classmethod
     def for_provider(cls, provider: str) -> MessageOverhead:
         """The profile of ``"openai"``, ``"responses"`` or ``"anthropic"``; ``"any"`` is the default."""
