@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextwright import InMemoryKnowledgeStore, InMemoryMemoryStore, Memory, Scope
-from contextwright.sources import always, default_sources
+from contextwright.sources import always, consultation_sources
 
 __all__ = ["eight_sources"]
 
@@ -25,7 +25,7 @@ def eight_sources(
     labels: Mapping[str, str],
     core_fields: Sequence[str],
 ) -> list[Any]:
-    """`default_sources` over stores holding (text, category, importance) memories a day
+    """`consultation_sources` over stores holding (text, category, importance) memories a day
     old, (text, source) passages and (text, category) experiences; the knowledge gate is
     "policy"/"notes", experiences apply in the resolution stage, and the device context
     fires every turn (by default only on turn 1 and every 5th), so all eight have
@@ -40,7 +40,7 @@ def eight_sources(
     lessons = InMemoryKnowledgeStore()
     for text, cat in experiences:
         lessons.add(text, "experiences", category=cat)
-    return default_sources(
+    return consultation_sources(
         memory=memory,
         knowledge=knowledge,
         experiences=lessons,

@@ -63,6 +63,41 @@ def test_demo_prints_receipt_and_messages(capsys):
     assert "policy_search" in out
 
 
+def test_demo_says_it_uses_the_consultation_preset(capsys):
+    code, out, err = run(["demo"], capsys)
+    assert code == 0, err
+    assert "consultation preset" in out
+    assert "collected_info" in out  # a block of the preset
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "consultation preset" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("preset", [None, "consultation"])
+def test_build_adds_consultation_blocks_only_with_the_preset(tmp_path, capsys, preset):
+    """The demo file built with `build`: the general sources add its memories and
+    knowledge, never the statistics, device or agent blocks unless asked for."""
+    from importlib import resources
+
+    ref = resources.files("contextwright.data").joinpath("demo_conversation.json")
+    path = tmp_path / "demo.json"
+    path.write_text(ref.read_text(encoding="utf-8"), encoding="utf-8")
+    argv = ["build", str(path), "--budget", "4000", "--json"]
+    code, out, err = run([*argv, "--preset", preset] if preset else argv, capsys)
+    assert code == 0, err
+    report = json.loads(out)["report"]
+    shown = {b["name"] for b in report["blocks"] if b["status"] in ("included", "truncated")}
+    preset_only = {"collected_info", "conversation_stats", "assessment_result"}
+    if preset:
+        assert preset_only <= shown
+    else:
+        listed = {b["name"] for b in report["blocks"]}
+        assert not (preset_only | {"device_context", "active_agents_history"}) & listed
+        assert "user_memory" in shown  # the file's memories are asked for
+    request = json.dumps(json.loads(out)["messages"], ensure_ascii=False)
+    assert ("指引" in request) is bool(preset)
+
+
 def test_demo_json_is_within_budget_and_valid(capsys):
     code, out, _ = run(["demo", "--json", "--format", "anthropic", "--budget", "1200"], capsys)
     assert code == 0

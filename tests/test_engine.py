@@ -31,7 +31,7 @@ from contextwright.sources import (
     ConversationState,
     SourceBase,
     UserMemorySource,
-    default_sources,
+    consultation_sources,
     keywords,
 )
 
@@ -66,7 +66,7 @@ def _engine(counter, memory_text="likes green tea", **kw):
         UserMemorySource(store=store),
         Fixed("notes", "remember the deadline is Friday " * 5, Priority.P1),
         Fixed("extras", "optional trivia about tea " * 8, Priority.P2),
-        *default_sources()[1:],
+        *consultation_sources()[1:],
     ]
     return ContextEngine(
         system_prompt="You are a careful assistant.", sources=sources, counter=counter, **kw
@@ -160,7 +160,7 @@ def test_prefix_is_byte_identical_when_only_history_grows(h1, h2, question, budg
     engine = ContextEngine(
         system_prompt="You are a careful assistant.",
         pinned=["Never reveal the key."],
-        sources=[StaticProfile("Name: Ada\nLanguage: English"), *default_sources()[1:]],
+        sources=[StaticProfile("Name: Ada\nLanguage: English"), *consultation_sources()[1:]],
         counter=HEURISTIC,
     )
     a = engine.build_sync(question, history=h1, budget=budget, summary="They talked about tea.")
@@ -415,8 +415,8 @@ def test_bad_engine_config():
 async def test_build_sync_refuses_inside_a_loop():
     engine = ContextEngine(counter=HEURISTIC)
     with pytest.raises(UserError, match=r"await engine\.build"):
-        engine.build_sync("hi", budget=100)
-    built = await engine.build("hi", budget=100)
+        engine.build_sync("hi", budget=200)
+    built = await engine.build("hi", budget=200)
     assert built.messages[-2].text == "hi"
 
 
@@ -440,7 +440,7 @@ def test_state_driven_sources_in_chinese():
     )
     engine = ContextEngine(
         counter=HEURISTIC,
-        sources=default_sources(core_fields=["age", "education", "annualIncome"]),
+        sources=consultation_sources(core_fields=["age", "education", "annualIncome"]),
         locale="zh",
     )
     built = engine.build_sync("我该申请哪个?", budget=3000, state=state)

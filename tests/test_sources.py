@@ -6,6 +6,8 @@ import pytest
 
 from contextwright import (
     ConfigError,
+    ContextEngine,
+    HeuristicCounter,
     InMemoryKnowledgeStore,
     InMemoryMemoryStore,
     InvalidMessageError,
@@ -28,6 +30,8 @@ from contextwright.sources import (
     UserMemorySource,
     all_of,
     any_of,
+    consultation_sources,
+    consultation_templates,
     default_sources,
     every_n_turns,
     first_turn,
@@ -48,7 +52,7 @@ def turn(text="hello", history=(), locale="en", **state):
 
 
 def test_all_builtins_satisfy_the_protocol():
-    sources = default_sources()
+    sources = consultation_sources()
     assert [s.name for s in sources] == [
         "user_memory", "collected_info", "conversation_stats", "assessment_result",
         "relevant_knowledge", "similar_experiences", "device_context", "active_agents_history",
@@ -56,6 +60,61 @@ def test_all_builtins_satisfy_the_protocol():
     assert all(isinstance(s, Source) for s in sources)
     assert [int(s.priority) for s in sources] == [0, 0, 1, 0, 1, 2, 2, 1]  # seed 000 §2
     assert [s.ttl for s in sources] == [60, 0, 0, 0, 30, 120, 0, 0]
+
+
+def test_default_sources_add_only_what_was_given():
+    assert default_sources() == []
+    memory, knowledge = InMemoryMemoryStore(), InMemoryKnowledgeStore()
+    assert [s.name for s in default_sources(memory=memory)] == ["user_memory"]
+    both = default_sources(memory=memory, knowledge=knowledge, knowledge_gate=["visa"])
+    assert [s.name for s in both] == ["user_memory", "relevant_knowledge"]
+    assert both[1].trigger is not None
+    assert both[1].trigger(turn("a visa question"))
+    assert not both[1].trigger(turn("hello"))
+    swapped = default_sources(memory=memory, trigger_overrides={"user_memory": first_turn()})
+    assert swapped[0].trigger is not None
+
+
+def test_the_default_engine_adds_no_consultation_content():
+    """A build with the general sources holds the conversation and the goal, nothing else."""
+    history = [
+        Message.user("hi", created_at=NOW - 600),
+        Message.assistant("", tool_calls=[ToolCallPart("c1", "search", '{"q": "x"}')]),
+        Message.tool("c1", "found x"),
+        Message.assistant("x it is"),
+    ]
+    state = ConversationState.from_dict({"device": {"device_type": "mobile", "timezone": "UTC"}})
+    engine = ContextEngine(counter=HeuristicCounter(), sources=default_sources())
+    built = engine.build_sync("ok?", history=history, budget=2000, state=state)
+    text = "\n".join(m.text for m in built.messages)
+    assert 'User\'s current goal: "ok?"' in built.messages[-1].text
+    for consultation in (
+        "statistics",
+        "Guide:",
+        "Status:",
+        "Device",
+        "Agents and tools",
+        "prompting",
+    ):
+        assert consultation not in text, consultation
+    assert [b.name for b in built.report.blocks if b.status == "included"] == [
+        "history", "current_message", "current_goal"
+    ]  # fmt: skip
+
+
+def test_the_consultation_preset_is_opt_in():
+    state = ConversationState.from_dict({"device": {"device_type": "mobile", "timezone": "UTC"}})
+    engine = ContextEngine(
+        counter=HeuristicCounter(),
+        sources=consultation_sources(),
+        templates=consultation_templates("en"),
+    )
+    built = engine.build_sync("ok?", budget=2000, state=state)
+    text = "\n".join(m.text for m in built.messages)
+    assert "Conversation statistics:" in text
+    assert "Device" in text
+    assert "Guide:\n1." in built.messages[-1].text
+    assert "指引" in consultation_templates("zh-CN")["goal.text"]
 
 
 async def test_user_memory_top_and_relevant_deduplicated():

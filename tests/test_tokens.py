@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
@@ -562,36 +563,73 @@ class CountingCounter:
 def test_count_message_overheads() -> None:
     c = CountingCounter()
     o = MessageOverhead()
-    assert count_message(c, Message.user("one two three")) == o.per_message + 3
+    role = 1  # every role name is one word
+    frame = o.per_message + role
+    assert count_message(c, Message.user("one two three")) == frame + o.per_part + 3
     named = Message.user("hi there", name="bob")
-    assert count_message(c, named) == o.per_message + o.per_name + 1 + 2
+    assert count_message(c, named) == frame + o.per_name + 1 + o.per_part + 2
     call = ToolCallPart("call_1", "search", json.dumps({"q": "two words"}))
     asked = Message.assistant("let me look", tool_calls=[call])
-    expected = o.per_message + 3 + o.per_tool_call + 1 + len(call.arguments.split())
+    expected = frame + o.per_part + 3 + o.per_tool_call + 1 + 1 + len(call.arguments.split())
     assert count_message(c, asked) == expected
+    # each tool result is framed as a message of its own
     answer = Message.tool("call_1", "four words of result")
-    assert count_message(c, answer) == o.per_message + o.per_tool_result + 1 + 4
+    assert count_message(c, answer) == frame + o.per_tool_result + 1 + 4
+    two = Message("tool", (ToolResultPart("a", "x"), ToolResultPart("b", "y")))
+    assert count_message(c, two) == 2 * (frame + o.per_tool_result + 1 + 1)
     image = ImagePart(url="https://example.com/cat.png")
     mixed = Message("tool", (ToolResultPart("call_2", (TextPart("a caption"), image)),))
-    assert count_message(c, mixed) == o.per_message + o.per_tool_result + 1 + 2 + o.image_tokens
+    assert (
+        count_message(c, mixed) == frame + o.per_tool_result + 1 + o.per_part + 2 + o.image_tokens
+    )
     looking = Message("user", (TextPart("what is this"), image, image))
-    assert count_message(c, looking) == o.per_message + 3 + 2 * o.image_tokens
+    assert count_message(c, looking) == frame + o.per_part + 3 + 2 * o.image_tokens
     msgs = [Message.system("be brief"), Message.user("hello")]
-    assert count_messages(c, msgs) == o.reply_priming + (o.per_message + 2) + (o.per_message + 1)
+    assert count_messages(c, msgs) == o.reply_priming + (frame + o.per_part + 2) + (
+        frame + o.per_part + 1
+    )
+
+
+def test_count_message_charges_the_role_once_per_counter() -> None:
+    """The role's tokens are counted in every message, the role's name encoded once."""
+    c = CountingCounter("roles-once")
+    first = count_message(c, Message.assistant("a b"))
+    assert c.calls == ["assistant", "a b"]
+    assert count_message(c, Message.assistant("c d")) == first
+    assert c.calls == ["assistant", "a b", "c d"]  # the role was not counted again
+    # a system message costs the most of the names it can go out as
+    assert count_message(c, Message.system("x")) == count_message(c, Message.user("x"))
+    assert {"system", "developer"} <= set(c.calls)
+    no_role = MessageOverhead(count_role=False)
+    assert count_message(c, Message.assistant("a b"), no_role) == first - 1
+
+
+def test_overhead_profiles_by_provider() -> None:
+    default = MessageOverhead()
+    assert MessageOverhead.for_provider("any") == default
+    profiles = [MessageOverhead.for_provider(p) for p in ("openai", "responses", "anthropic")]
+    # the default is the most of every field across the providers
+    for f in dataclasses.fields(MessageOverhead):
+        assert getattr(default, f.name) == max(getattr(p, f.name) for p in profiles), f.name
+    assert MessageOverhead.for_provider("openai").per_message == 3  # OpenAI's cookbook
+    with pytest.raises(ConfigError, match="overhead: unknown provider 'gemini'"):
+        MessageOverhead.for_provider("gemini")
 
 
 def test_count_message_caches_on_the_message() -> None:
     c = CountingCounter()
     msg = Message.user("cache me please", name="ann")
-    first = count_message(c, msg)
+    count_message(c, Message.user("warm"))  # the role's cost is kept per counter name
     calls = len(c.calls)
-    assert calls == 2  # the name and the text
+    first = count_message(c, msg)
+    assert len(c.calls) == calls + 2  # the name and the text
+    calls = len(c.calls)
     assert count_message(c, msg) == first
     assert len(c.calls) == calls  # the second count did not call the counter
     # Another counter (another name) or another overhead counts again.
     other = CountingCounter("other")
     assert count_message(other, msg) == first
-    assert len(other.calls) == 2
+    assert other.calls[-2:] == ["ann", "cache me please"]
     cheap = MessageOverhead(per_message=0, per_name=0)
     assert count_message(c, msg, cheap) == first - 4
     assert len(c.calls) == calls + 2

@@ -43,7 +43,7 @@ from ._messages import Message, ToolResultPart
 from ._receipt import BuiltContext
 from ._stateful import Background, StoreCalls, Tail, TailCache
 from ._stateful_compact import MemoryFlush, Offload, _CompactionMixin, _Written
-from ._tokens import DEFAULT_OVERHEAD, count_message
+from ._tokens import count_message
 from .history import (
     CompactionCheck,
     CompactionConfig,
@@ -254,7 +254,7 @@ class Conversations(_CompactionMixin):
         after the messages. Also returns the store's change tokens around that one
         transaction, when it has them (see `_tail`).
         """
-        counter = self.engine.counter.name
+        counter = self.engine.count_key
         store = self.store
         readback = [
             (i, call_id, key, ttl)
@@ -329,8 +329,7 @@ class Conversations(_CompactionMixin):
         if tail.last_seq != (stored[0].seq or 0) - 1:
             return
         limit = 2 * self.window_tokens
-        counter, ov = self.engine.counter, self.engine.overhead
-        key = counter.name if ov is DEFAULT_OVERHEAD else f"{counter.name}|{ov!r}"
+        key = self.engine.count_key
         counted = stored[first:]
         n = len(counted)
         start, acc = n - 1, tokens[-1]
@@ -489,7 +488,7 @@ class Conversations(_CompactionMixin):
             for m, (_, offloads) in zip(messages, views, strict=True)
             for key, call_id, _, ttl in offloads
         ]
-        store, name = self.store, self.engine.counter.name
+        store, name = self.store, self.engine.count_key
         if isinstance(store, SQLiteStore):
             store.set_message_tokens_with_readback(
                 conversation, tenant=tenant, counts=counts, counter=name, readback=refs
@@ -512,7 +511,7 @@ class Conversations(_CompactionMixin):
         of the summary that covers them), and a compaction that needs one counts it
         then.
         """
-        name = self.engine.counter.name
+        name = self.engine.count_key
         # a retry returns what an earlier run stored (and counted): not written again
         counted = {id(m) for m in stored if name in m._token_cache}
         first, views, tokens = self._count_newest(stored)
@@ -711,7 +710,7 @@ class Conversations(_CompactionMixin):
         summary = await self.db.latest_summary(conversation, tenant=tenant)
         msgs = await self.db.read_tail(
             conversation, tenant=tenant, max_tokens=2 * self.window_tokens,
-            after_seq=summary.upto_seq if summary else 0, counter=self.engine.counter.name,
+            after_seq=summary.upto_seq if summary else 0, counter=self.engine.count_key,
         )  # fmt: skip
         users = await self.db.count_messages(conversation, tenant=tenant, role="user")
         before = users - sum(1 for m in msgs if m.role == "user")

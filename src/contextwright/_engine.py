@@ -45,8 +45,10 @@ from ._tokens import (
     CachedCounter,
     MessageOverhead,
     TokenCounter,
+    count_key,
     count_message,
     default_counter,
+    message_frame,
 )
 from ._window import (
     ShortenCache,
@@ -153,8 +155,10 @@ def _check_settings(
             f"max_message_tokens must be an integer of at least 16 (or None), got "
             f"{max_message_tokens!r}"
         )
-    if not isinstance(overhead, MessageOverhead):
-        raise ConfigError(f"overhead must be a MessageOverhead, got {type(overhead).__name__}")
+    if not isinstance(overhead, (MessageOverhead, str)):
+        raise ConfigError(
+            f"overhead must be a MessageOverhead or a provider name, got {type(overhead).__name__}"
+        )
     if not callable(clock):
         raise ConfigError("clock must be a callable returning seconds since the epoch")
     if templates is not None:
@@ -185,6 +189,11 @@ class ContextEngine:
     the model with system authority. ``"system"`` is the earlier placement, in a
     system message after the history. The system prompt, pinned items and static
     blocks, written by the developer, stay in the system prefix either way.
+
+    ``overhead`` is the request format's framing counted around each message: by
+    default the most any supported provider adds, so a build fits its budget
+    whichever provider it is rendered for; ``"openai"``, ``"responses"`` or
+    ``"anthropic"`` (or a `MessageOverhead`) fits one provider's format exactly.
     """
 
     def __init__(
@@ -201,7 +210,7 @@ class ContextEngine:
         restate_goal: bool = True,
         goal_chars: int = 200,
         max_message_tokens: int | None = 2000,
-        overhead: MessageOverhead = DEFAULT_OVERHEAD,
+        overhead: MessageOverhead | str = DEFAULT_OVERHEAD,
         clock: Callable[[], float] = time.time,
         templates: dict[str, str] | None = None,
         task_status: Callable[[Turn], str] | None = None,
@@ -241,7 +250,11 @@ class ContextEngine:
         self.restate_goal = restate_goal
         self.goal_chars = goal_chars
         self.max_message_tokens = max_message_tokens
-        self.overhead = overhead
+        self.overhead = (
+            MessageOverhead.for_provider(overhead) if isinstance(overhead, str) else overhead
+        )
+        # the label of this engine's message counts (message caches, stored counts)
+        self.count_key = count_key(self.counter, self.overhead)
         self.clock = clock
         self.templates = templates
         self.task_status = task_status
@@ -382,6 +395,12 @@ class ContextEngine:
         if provider is not None:
             built.rendered = built.render(provider)
             ms["render"] = (time.perf_counter() - t4) * 1e3
+            if not self.overhead.covers(provider):
+                report.warnings.append(
+                    f"the message overhead counted is another provider's: {provider!r} may "
+                    "receive more tokens than 'used' (keep the default overhead, or pass "
+                    f"overhead={provider!r})"
+                )
         report.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
         return built
 
@@ -532,7 +551,8 @@ class ContextEngine:
         return message
 
     def _msg_cost(self, text: str) -> int:
-        return self.overhead.per_message + self.counter.count(text)
+        """A system message of ``text``: the text and its framing."""
+        return message_frame(self.counter, "system", self.overhead) + self.counter.count(text)
 
     def _candidates(
         self,
@@ -620,7 +640,8 @@ class ContextEngine:
 
         # Static blocks get the system section's target share, computed without
         # looking at the history, so the cached prefix cannot change as it grows.
-        opener = 0 if has_sys else ov.per_message  # they would open the system message
+        # they would open the system message
+        opener = 0 if has_sys else message_frame(counter, "system", ov)
         target = max(0, int(weights["system"] * limit) - sys_cost - opener)
         lay.static_fit, used = fit_blocks(static_rest, min(rest - opener, target), counter)
         rest -= used + (opener if used else 0)
@@ -684,7 +705,9 @@ class ContextEngine:
             elif grant["summary"] >= 32:  # below that a summary says nothing useful
                 block = Block("summary", summary, Priority.P1)
                 cut = truncate_block(
-                    block, grant["summary"] - self.overhead.per_message, self.counter
+                    block,
+                    grant["summary"] - message_frame(self.counter, "system", self.overhead),
+                    self.counter,
                 )
                 if cut is not None:
                     lay.summary_text = f"{t['summary.header']}\n{cut[0]}"

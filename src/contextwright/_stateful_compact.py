@@ -19,7 +19,7 @@ from ._engine import ContextEngine
 from ._errors import StoreError, SummaryConflictError, UserError
 from ._messages import Message
 from ._stateful import Background, Tail, TailCache
-from ._tokens import DEFAULT_OVERHEAD, count_message
+from ._tokens import count_message
 from .history import (
     CompactionCheck,
     CompactionConfig,
@@ -321,9 +321,9 @@ class _CompactionMixin:
 
     def _stored_cost(self, o: MessageOutline) -> int | None:
         """The prompt cost stored with a message, if this counter made it."""
-        if not o.counter or o.counter != self.engine.counter.name:
+        if not o.counter or o.counter != self.engine.count_key:
             return None
-        return o.tokens if self.engine.overhead is DEFAULT_OVERHEAD else None
+        return o.tokens
 
     async def _fill_costs(
         self, conversation: str, tenant: str, outline: Sequence[MessageOutline],

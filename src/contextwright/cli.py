@@ -3,13 +3,15 @@
 ``demo`` builds a context from the bundled sample conversation (English and
 Chinese turns, a tool call with a large result, collected info, an assessment,
 memories, knowledge) with no servers, no network and no keys, and prints the
-receipt and the messages.
+receipt and the messages. The sample is an advisory conversation, so the demo
+uses the consultation preset (`consultation_sources`), and says so.
 
 ``build FILE --budget N`` reads a conversation — a JSON list or a JSONL file of
 messages in OpenAI Chat, OpenAI Responses or Anthropic shape, or a JSON object
 ``{"messages": [...], "system": "...", "state": {...}, ...}`` like the demo file —
 and builds the context for its last user message (or for ``--query TEXT`` after
-all of them). Bad input exits with status 2 and one line saying what and where.
+all of them), with the general sources (`default_sources`: the file's memories
+and knowledge, if any) or, with ``--preset consultation``, the consultation set. Bad input exits with status 2 and one line saying what and where.
 
 ``import``, ``inspect`` and ``compact`` work on stored conversations (`_cli_history`).
 """
@@ -34,13 +36,22 @@ from ._receipt import BuiltContext
 from ._tokens import HeuristicCounter, TokenCounter, default_counter
 from .knowledge import InMemoryKnowledgeStore
 from .memory import InMemoryMemoryStore, Memory, Scope
-from .sources import ConversationState, default_sources
+from .sources import (
+    ConversationState,
+    consultation_sources,
+    consultation_templates,
+    default_sources,
+)
 
 __all__ = ["main"]
 
 
 def _engine(
-    conf: Mapping[str, Any], counter: TokenCounter, budget: int | None, model: str | None
+    conf: Mapping[str, Any],
+    counter: TokenCounter,
+    budget: int | None,
+    model: str | None,
+    preset: str = "general",
 ) -> ContextEngine:
     memory = InMemoryMemoryStore()
     scope = Scope(str(conf.get("tenant", "default")), str(conf.get("user", "anonymous")))
@@ -64,22 +75,32 @@ def _engine(
                 f"experiences[{i}]", "must be an object with a 'content' string"
             )
         experiences.add(e["content"], e.get("source", ""), e.get("category", ""))
-    sources = default_sources(
-        memory=memory,
-        knowledge=knowledge if knowledge.passages else None,
-        experiences=experiences if experiences.passages else None,
-        knowledge_gate=conf.get("knowledge_gate", ()),
-        experience_stages=conf.get("experience_stages", ()),
-        labels=conf.get("labels"),
-        core_fields=conf.get("core_fields", ()),
-        stage_names=conf.get("stage_names"),
-    )
+    locale = str(conf.get("locale", "en"))
+    templates = None
+    if preset == "consultation":
+        sources = consultation_sources(
+            memory=memory,
+            knowledge=knowledge if knowledge.passages else None,
+            experiences=experiences if experiences.passages else None,
+            knowledge_gate=conf.get("knowledge_gate", ()),
+            experience_stages=conf.get("experience_stages", ()),
+            labels=conf.get("labels"),
+            core_fields=conf.get("core_fields", ()),
+            stage_names=conf.get("stage_names"),
+        )
+        templates = consultation_templates(locale)
+    else:
+        sources = default_sources(
+            memory=memory if conf.get("memories") else None,
+            knowledge=knowledge if knowledge.passages else None,
+            knowledge_gate=conf.get("knowledge_gate", ()),
+        )
     system = conf.get("system", "")
     if not isinstance(system, str):
         raise InvalidMessageError("system", "must be a string")
     return ContextEngine(
         system_prompt=system, sources=sources, counter=counter, model=model,
-        budget=budget, locale=str(conf.get("locale", "en")),
+        budget=budget, locale=locale, templates=templates,
         max_message_tokens=int(conf.get("max_message_tokens", 2000)),
     )  # fmt: skip
 
@@ -157,7 +178,7 @@ def _build(conf: Mapping[str, Any], args: argparse.Namespace) -> BuiltContext:
             raise UserError(
                 f"--budget N is required unless --model names a known model (got {model!r})"
             ) from None
-    engine = _engine({**conf, "system": system}, counter, args.budget, model)
+    engine = _engine({**conf, "system": system}, counter, args.budget, model, args.preset)
     state = ConversationState.from_dict(conf.get("state") or {})
     return engine.build_sync(
         current,
@@ -174,7 +195,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="contextwright", description=__doc__.split("\n\n")[0] if __doc__ else None
     )
     sub = p.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build a context from the bundled sample conversation")
+    demo = sub.add_parser(
+        "demo",
+        help="build a context from the bundled sample conversation (with the consultation preset)",
+    )
+    demo.set_defaults(preset="consultation")
     demo.add_argument("--budget", type=int, default=2500, help="input tokens (default 2500)")
     demo.add_argument("--format", choices=["openai", "anthropic", "responses"], default="openai")
     demo.add_argument(
@@ -193,6 +218,13 @@ def _parser() -> argparse.ArgumentParser:
         "--query", default=None, help="the new user message (default: the file's last user message)"
     )
     b.add_argument("--json", action="store_true")
+    b.add_argument(
+        "--preset",
+        choices=["general", "consultation"],
+        default="general",
+        help="sources: general (the file's memories and knowledge; default) or consultation "
+        "(also collected info, stats, assessment, experiences, device, agents)",
+    )
     _cli_history.add_parsers(sub)
     _eval.add_parsers(sub)
     return p
@@ -218,6 +250,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             conf = _load(args.file)
         built = _build(conf, args)
+        if args.command == "demo" and not args.json:
+            print(
+                "The sample is an advisory conversation: built with the consultation preset "
+                "(contextwright.sources.consultation_sources). `contextwright build` uses the "
+                "general sources unless given --preset consultation.\n"
+            )
         _print(built, args.format, args.json, sys.stdout)
     except BudgetError as exc:
         print(f"contextwright: budget: {exc}", file=sys.stderr)

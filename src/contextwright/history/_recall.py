@@ -52,7 +52,7 @@ from .._blocks import Block, Priority, escape_content, render_block
 from .._eager import resume, step
 from .._fit import JOIN_TOKENS
 from .._messages import Message
-from .._tokens import DEFAULT_OVERHEAD, HeuristicCounter, TokenCounter
+from .._tokens import HeuristicCounter, TokenCounter, message_frame
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
 from ..sources._templates import templates_for, turn_context
@@ -342,8 +342,11 @@ class RecallSource(SourceBase):
         # section grant as this block. The larger of the two placements is assumed.
         t = templates_for(turn.locale)
         counter = self.counter or _HEURISTIC
-        tail = max(self._cost(counter, turn_context(t, (), p)) for p in ("user", "system"))
-        frame = DEFAULT_OVERHEAD.per_message + tail + JOIN_TOKENS
+        tail = max(
+            message_frame(counter, p) + self._cost(counter, turn_context(t, (), p))
+            for p in ("user", "system")
+        )
+        frame = tail + JOIN_TOKENS
         full = top is None or len(ranked) < top
         return self._block(index, ranked, allowance - frame, None if full else rest)
 

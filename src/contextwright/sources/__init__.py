@@ -1,8 +1,8 @@
 """Sources: what fills the budget besides the history.
 
 The `Source` contract, the triggers that decide when one applies, the turn and
-state a source reads, the English and Chinese templates, and the eight built-in
-sources of seed 000.
+state a source reads, the English and Chinese templates, the built-in sources,
+the general `default_sources` and the opt-in `consultation_sources` preset.
 """
 
 from ._base import (
@@ -29,6 +29,8 @@ from ._builtin import (
     RelevantKnowledgeSource,
     SimilarExperiencesSource,
     UserMemorySource,
+    consultation_sources,
+    consultation_templates,
     default_sources,
 )
 from ._state import AgentCall, Assessment, ConversationState, DeviceInfo, StageVisit, Turn
@@ -57,6 +59,8 @@ __all__ = [
     "all_of",
     "always",
     "any_of",
+    "consultation_sources",
+    "consultation_templates",
     "default_sources",
     "every_n_turns",
     "first_turn",

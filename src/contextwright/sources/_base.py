@@ -2,8 +2,8 @@
 
 A source is anything with a ``name`` and ``async fetch(turn, allowance)`` returning a
 `Block`, a list of blocks, or None. Everything else is optional and read with a
-default: ``priority`` (P1), ``trigger`` (always), ``deadline`` (seconds, 0.5 — seed
-001's memory search timeout), ``ttl`` (seconds to cache the result, 0 = never),
+default: ``priority`` (P1), ``trigger`` (always), ``deadline`` (seconds, 0.5 — a
+memory search's timeout), ``ttl`` (seconds to cache the result, 0 = never),
 ``tags`` (for invalidation), ``static`` (belongs in the cached prefix), and
 ``cache_key(turn)`` (what the cached result depends on; by default the namespace
 only). `SourceBase` is a dataclass holding these defaults for subclasses.

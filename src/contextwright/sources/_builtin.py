@@ -1,4 +1,10 @@
-"""The eight built-in sources of seed 000 §2, with its priorities, TTLs and gates.
+"""The built-in sources, with their priorities, TTLs and gates, and the two presets.
+
+`default_sources` is the general set: the user's memories and the knowledge
+passages relevant to the message, each only when its store is given, adding
+nothing else. `consultation_sources` is the opt-in preset of an advisory
+conversation (collected fields, stages, an assessment, device context and agent
+advice besides), all eight below:
 
 | source                 | priority | ttl  | applies when                          |
 |------------------------|----------|------|---------------------------------------|
@@ -41,6 +47,8 @@ __all__ = [
     "RelevantKnowledgeSource",
     "SimilarExperiencesSource",
     "UserMemorySource",
+    "consultation_sources",
+    "consultation_templates",
     "default_sources",
 ]
 
@@ -98,7 +106,7 @@ class UserMemorySource(SourceBase):
         return Block(self.name, "\n".join(lines), self.priority, provenance=f"memory:{ids}")
 
 
-# Seed 000 §4.2's label map and core fields are domain examples; pass your own.
+# An example label map and core fields of the consultation preset; pass your own.
 DEFAULT_LABELS_ZH = {
     "age": "年龄", "education": "学历", "university": "毕业院校", "workYears": "工作年限",
     "industry": "行业", "annualIncome": "年收入", "maritalStatus": "婚姻状况", "children": "子女",
@@ -165,7 +173,7 @@ class ConversationStatsSource(SourceBase):
             else t["style.medium"]
             if avg < 150
             else t["style.long"]
-        )  # fmt: skip  (thresholds: seed 000 §4.3)
+        )  # fmt: skip  (average characters per user message)
         started = state.started_at
         if started is None and turn.history and turn.history[0].created_at is not None:
             started = turn.history[0].created_at
@@ -354,14 +362,14 @@ def _clip(text: str, limit: int) -> str:
 
 @dataclass
 class AgentHistorySource(SourceBase):
-    """The last ``keep`` agent or tool calls with relative times (seed 000 §4.8).
+    """The last ``keep`` agent or tool calls with relative times.
 
     Reads ``state.agent_calls`` when the caller records them; otherwise it derives
     them from the tool calls in the recent history (needs ``created_at``).
     """
 
     keep: int = 5
-    output_chars: int = 200  # seed 000 §3: output summary cut to 200 characters
+    output_chars: int = 200  # each call's output summary is cut to 200 characters
     scan: int = 60  # history messages looked at when deriving calls
     name: str = "active_agents_history"
     priority: int = Priority.P1
@@ -403,7 +411,38 @@ class AgentHistorySource(SourceBase):
         return Block(self.name, "\n".join(lines), self.priority, provenance="agent_calls")
 
 
+def _override(sources: list[SourceBase], overrides: Mapping[str, Trigger] | None) -> None:
+    for s in sources:
+        if overrides and s.name in overrides:
+            s.trigger = overrides[s.name]
+
+
 def default_sources(
+    *,
+    memory: MemoryStore | None = None,
+    knowledge: KnowledgeStore | None = None,
+    knowledge_gate: Sequence[str] = (),
+    trigger_overrides: Mapping[str, Trigger] | None = None,
+) -> list[SourceBase]:
+    """The general sources: the user's memories and the relevant knowledge.
+
+    Each comes only with its store: with neither, the list is empty and a build
+    holds the system prompt, the summary, the history, the message and the goal
+    restatement, nothing else. (The history, its summary and the recall of older
+    turns come from the engine and `Conversations`, not from sources.) With
+    ``knowledge_gate``, knowledge is searched only when one of those keywords is in
+    the message. For the advisory-conversation set, see `consultation_sources`.
+    """
+    sources: list[SourceBase] = []
+    if memory is not None:
+        sources.append(UserMemorySource(store=memory))
+    if knowledge is not None:
+        sources.append(RelevantKnowledgeSource(store=knowledge, gate=tuple(knowledge_gate)))
+    _override(sources, trigger_overrides)
+    return sources
+
+
+def consultation_sources(
     *,
     memory: MemoryStore | None = None,
     knowledge: KnowledgeStore | None = None,
@@ -415,7 +454,15 @@ def default_sources(
     stage_names: Mapping[str, str] | None = None,
     trigger_overrides: Mapping[str, Trigger] | None = None,
 ) -> list[SourceBase]:
-    """The eight seed sources wired to the given stores, in seed order."""
+    """The consultation preset: all eight built-in sources, opt-in.
+
+    For an advisory conversation that collects information over stages: besides
+    memories and knowledge, the collected fields (``labels``, ``core_fields``),
+    conversation statistics and the user's reply style, an assessment, similar
+    past experiences, the device context and the agents called recently. Pair it
+    with ``ContextEngine(templates=consultation_templates(locale))`` for its
+    guided goal restatement. `default_sources` is the general set.
+    """
     sources: list[SourceBase] = [
         UserMemorySource(store=memory),
         CollectedInfoSource(labels=dict(labels or {}), core_fields=tuple(core_fields)),
@@ -426,7 +473,14 @@ def default_sources(
         DeviceContextSource(),
         AgentHistorySource(),
     ]
-    for s in sources:
-        if trigger_overrides and s.name in trigger_overrides:
-            s.trigger = trigger_overrides[s.name]
+    _override(sources, trigger_overrides)
     return sources
+
+
+def consultation_templates(locale: str = "en") -> dict[str, str]:
+    """Template overrides of the consultation preset for ``locale``: the guided goal.
+
+    The goal restatement then carries a status line and a three-step guide
+    (analyse tool output first, plan a complex goal, answer the goal).
+    """
+    return {"goal.text": templates_for(locale)["goal.guided"]}

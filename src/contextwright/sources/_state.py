@@ -3,7 +3,7 @@
 `Turn` is the request as the sources see it — who (tenant, user, conversation),
 the new message, the history, the time, the turn number — plus the caller's
 structured `ConversationState` (collected fields, assessment, stage, device,
-recent agent calls: seed 000 §4.2–4.8). All of it is read-only for sources.
+recent agent calls, as the consultation preset uses them). All of it is read-only for sources.
 `ConversationState.from_dict` reads the JSON form the CLI accepts.
 """
 
@@ -23,7 +23,7 @@ __all__ = ["AgentCall", "Assessment", "ConversationState", "DeviceInfo", "StageV
 
 @dataclass(frozen=True, slots=True)
 class Assessment:
-    """An assessment result (seed 000 §4.4)."""
+    """An assessment result."""
 
     recommended: tuple[str, ...] = ()
     score: float | None = None
@@ -34,7 +34,7 @@ class Assessment:
 
 @dataclass(frozen=True, slots=True)
 class DeviceInfo:
-    """Where and on what the user is (seed 000 §4.7)."""
+    """Where and on what the user is."""
 
     device_type: str = ""
     timezone: str = ""
@@ -45,7 +45,7 @@ class DeviceInfo:
 
 @dataclass(frozen=True, slots=True)
 class AgentCall:
-    """One recent call of an agent or tool (seed 000 §4.8)."""
+    """One recent call of an agent or tool."""
 
     name: str
     invoked_at: float
