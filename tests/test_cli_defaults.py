@@ -236,11 +236,13 @@ def test_a_key_that_is_neither_ours_nor_a_request_parameter_is_still_refused(tmp
     "content",
     [None, "[1, 2", '{"messages": 3}', '[{"role": "wizard", "content": "hi"}]', '{"oops": 1}'],
 )
-def test_errors_name_the_file_once(tmp_path, capsys, content):
+@pytest.mark.parametrize("command", ["build", "import"])
+def test_errors_name_the_file_once(tmp_path, capsys, content, command):
     path = tmp_path / "in.json"
     if content is not None:
         path.write_text(content)
-    code, _, err = run(["build", str(path), "--budget", "500"], capsys)
+    extra = ["--budget", "500"] if command == "build" else ["--conversation", "X", "--db", str(tmp_path / "s.db")]  # fmt: skip
+    code, _, err = run([command, str(path), *extra], capsys)
     assert code == 2
     assert err.count("\n") == 1
     assert err.startswith(f"contextwright: error: {path}")
