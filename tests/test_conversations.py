@@ -800,7 +800,9 @@ def test_a_failing_import_still_counts_the_tail_of_what_it_stored(convs):
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
     units=st.integers(5, 120),
@@ -1033,7 +1035,9 @@ def test_recall_catch_up_leaves_a_long_gap_to_the_next_build(tmp_path):
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
     turns=st.lists(
@@ -1178,7 +1182,9 @@ _WRITERS = st.lists(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(ops=_WRITERS)
 @example(ops=[("build", 0), ("append", 2), ("build", 0)])  # another connection, between builds
