@@ -7,15 +7,20 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from contextwright import Message, ToolCallPart
 
 # CI runs a fixed set of examples so that a run is reproducible; developers get
 # fresh random examples on every run (set CI=true to replay what CI saw).
-settings.register_profile("ci", deadline=None, max_examples=60, derandomize=True)
-settings.register_profile("dev", deadline=None, max_examples=60)
+# No wall-clock limits: no deadline per example, and no "too slow" health check
+# (it times data generation, which a loaded machine slows down).
+SLOW_OK = [HealthCheck.too_slow]
+settings.register_profile(
+    "ci", deadline=None, max_examples=60, derandomize=True, suppress_health_check=SLOW_OK
+)
+settings.register_profile("dev", deadline=None, max_examples=60, suppress_health_check=SLOW_OK)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

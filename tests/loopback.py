@@ -3,7 +3,8 @@
 Each test module gives `LoopbackServer` a ``respond(server, path, body)`` that
 returns ``(status, payload)`` in its provider's protocol; the server records every
 request (path, lower-cased headers, parsed body), and tests steer it through
-``status``, ``delay`` (a handler sleeps, released at teardown) and whatever other
+``status``, ``delay`` (a handler sleeps, released at teardown; ``answered`` counts
+the requests that got past it) and whatever other
 attributes their ``respond`` reads (``answer``, ``drop_one``…). `serving` runs it on
 a daemon thread for the length of a fixture. No client code is patched: the
 official SDKs talk to it over a socket.
@@ -50,6 +51,7 @@ class LoopbackServer(ThreadingHTTPServer):
         self.status = 200
         self.drop_one = False
         self.release = threading.Event()  # set on teardown: a sleeping handler returns
+        self.answered = 0  # requests answered (past ``delay``)
 
     @property
     def url(self) -> str:
@@ -70,6 +72,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.requests.append({"path": self.path, "headers": headers, "body": body})
         if self.server.delay:
             self.server.release.wait(self.server.delay)
+        self.server.answered += 1
         status, payload = self.server.respond(self.server, self.path, body)
         data = json.dumps(payload).encode()
         try:

@@ -191,7 +191,7 @@ def test_build_reads_jsonl_and_anthropic_shapes(tmp_path, capsys):
         (
             '[{"role": "user", "content": "hi"}]',
             ["--model", "nonexistent-model"],
-            "--budget N is required",
+            "--model: unknown model",
         ),
     ],
 )

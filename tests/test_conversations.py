@@ -198,9 +198,8 @@ def test_bulk_append_summarises_in_the_background(convs):
     summary = convs.store.latest_summary("c", tenant="t")
     assert summary is not None
     assert summary.meta["covered_tokens"] > 0
-    t0 = time.perf_counter()
     built = convs.build_sync("c", "next?", tenant="t", user="u")
-    assert time.perf_counter() - t0 < 1.0
+    # the summary is already there: the build neither summarises nor compacts inline
     assert built.report.compaction["urgency"] in ("none", "soft")
 
 
@@ -242,7 +241,7 @@ def test_compact_lets_a_running_background_summary_land_first(tmp_path):
     convs.summarizer = Slow()
     msgs = thread(60)
     convs.append_sync("c", msgs, tenant="t", user="u")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a bound for a hang, not a timing
     while not started and time.monotonic() < deadline:  # it has begun summarising
         time.sleep(0.001)
     result = convs.compact_sync("c", tenant="t", user="u")
@@ -616,11 +615,17 @@ def test_recall_index_follows_the_history_without_reading_the_store(tmp_path):
         built = convs.build_sync("c", f"and zebra{i + 5}?", tenant="t", user="u")
         assert reads == []  # the new turns came from the history
         assert f"question {i + 5} about zebra{i + 5}" in "\n".join(m.text for m in built.messages)
+    # Each append schedules a background catch-up that takes the newest messages from
+    # the conversation's tail when it runs: before the build stored its own message,
+    # it indexes all but that message; after, that message too. Either is right, so
+    # wait for it and accept both (under load the job often runs after the build).
+    convs.wait_idle_sync()
+    assert reads == []  # nor did the catch-up read the store
     index = convs._extra[0]._indexes[("t", "c")]
-    assert (
-        index.last_seq == store.get_conversation("c", tenant="t").last_seq - 1
-    )  # all but the newest
-    assert [t.seq for t in index.turns] == sorted({t.seq for t in index.turns})
+    newest = store.get_conversation("c", tenant="t").last_seq
+    assert index.last_seq in (newest - 1, newest)  # all but the build's own message, or all
+    stored = [m.seq for m in store.read("c", tenant="t") if m.seq <= index.last_seq]
+    assert [t.seq for t in index.turns] == stored  # every turn once, in order, no gap
     convs.close()
 
 
@@ -879,7 +884,9 @@ def test_a_failing_import_still_counts_the_tail_of_what_it_stored(convs):
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
     units=st.integers(5, 120),
@@ -1112,7 +1119,9 @@ def test_recall_catch_up_leaves_a_long_gap_to_the_next_build(tmp_path):
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
     turns=st.lists(
@@ -1257,7 +1266,9 @@ _WRITERS = st.lists(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(ops=_WRITERS)
 @example(ops=[("build", 0), ("append", 2), ("build", 0)])  # another connection, between builds

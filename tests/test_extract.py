@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -433,10 +432,9 @@ async def test_chinese_conversation_gets_the_chinese_prompt(server: FakeOpenAI) 
 
 
 async def test_timeout_falls_back_to_the_rules(server: FakeOpenAI) -> None:
-    server.delay = 3.0
-    started = time.perf_counter()
+    server.delay = 120.0  # released at teardown: only the deadline can end the call
     items, method = await _extract(server, TURN, deadline=0.3)
-    assert time.perf_counter() - started < 2.0
+    assert server.answered == 0  # the fallback did not wait for the server
     assert method == "rules (fallback: timeout after 0.3s)"
     assert [i.content for i in items] == [
         "User is 35 years old", "User lives in Berlin", "User is planning to apply for a Blue Card",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,13 +125,12 @@ async def test_http_error_is_an_llm_error_without_retries(server: FakeProvider, 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_sdk_timeout_is_an_llm_error(server: FakeProvider, kind: str) -> None:
-    server.delay = 5.0
+    server.delay = 120.0  # released at teardown: only the SDK's timeout can end the call
     llm = make_llm(kind, server, timeout=0.3)
-    started = time.perf_counter()
     with pytest.raises(LLMError, match="Timeout"):
         await llm.complete("Summarise this.")
     await llm.aclose()
-    assert time.perf_counter() - started < 2.0
+    assert server.answered == 0
     assert len(server.requests) == 1
 
 
@@ -176,14 +174,12 @@ async def test_llm_summarizer_uses_the_answer(server: FakeProvider, kind: str) -
 async def test_slow_server_falls_back_to_rules_within_the_deadline(
     server: FakeProvider, kind: str
 ) -> None:
-    server.delay = 10.0
+    server.delay = 120.0  # released at teardown
     llm = make_llm(kind, server)  # the SDK's own timeout (10 s) is not what stops it
     summarizer = LLMSummarizer(llm, HeuristicCounter(), deadline=0.5)
-    started = time.perf_counter()
     draft = await summarizer.summarize(CONVERSATION, max_tokens=300)
-    elapsed = time.perf_counter() - started
     await llm.aclose()
-    assert elapsed < 0.5 + 0.5, elapsed
+    assert server.answered == 0  # the deadline ended it, not an answer
     assert draft.method.startswith("rules (fallback: timeout")
     assert "How do I build an async HTTP server in Rust?" in draft.content
     assert draft.messages == 4
@@ -194,10 +190,9 @@ async def test_server_error_falls_back_naming_the_error(server: FakeProvider, ki
     server.status = 500
     llm = make_llm(kind, server)
     summarizer = LLMSummarizer(llm, HeuristicCounter(), deadline=5.0)
-    started = time.perf_counter()
     draft = await summarizer.summarize(CONVERSATION, max_tokens=300)
     await llm.aclose()
-    assert time.perf_counter() - started < 2.0
+    assert len(server.requests) == 1  # no retries with backoff: the error falls back at once
     assert draft.method.startswith("rules (fallback: LLMError")
     assert "InternalServerError (HTTP 500)" in draft.method
     assert "Which version of tokio?" in draft.content

@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import re
 import sqlite3
-import time
+import threading
 
 import numpy as np
 import pytest
@@ -538,30 +538,43 @@ def test_vector_index_binary_prefilter_matches_exact_search():
 
 
 async def test_async_protocol_runs_off_the_event_loop(clock):
-    class Slow(ConceptEmbedder):
+    """A search's embedding runs on a worker thread while the loop runs other tasks.
+
+    The embedder waits, off the loop, until a task on the loop has run after it
+    began: were it called on the loop's thread, that task could not run and the
+    wait would end unset (after a minute; no wall-clock gap is measured).
+    """
+    began, ticked = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    class Blocking(ConceptEmbedder):
+        armed = False
+
         def embed(self, texts):
-            time.sleep(0.3)
+            if self.armed:
+                seen["thread"] = threading.get_ident()
+                began.set()
+                seen["loop ran meanwhile"] = ticked.wait(timeout=60)
             return super().embed(texts)
 
-    with SQLiteMemoryStore(":memory:", embedder=Slow(), clock=clock) as s:
+    embedder = Blocking()
+    with SQLiteMemoryStore(":memory:", embedder=embedder, clock=clock) as s:
         s.add(A, "Has a daughter", importance=80)
         assert isinstance(s, MemoryStore)
-        gaps: list[float] = []
+        embedder.armed = True
 
         async def ticker() -> None:
-            last = time.perf_counter()
-            for _ in range(30):
-                await asyncio.sleep(0.01)
-                now = time.perf_counter()
-                gaps.append(now - last)
-                last = now
+            while not began.is_set():
+                await asyncio.sleep(0.001)
+            ticked.set()  # the loop runs this while the embedding is in progress
 
         tick = asyncio.create_task(ticker())
         hits, top = await asyncio.gather(s.search(A, "a new query about kids", 3), s.top(A, 5))
         await tick
         assert contents(hits) == ["Has a daughter"]
         assert [m.content for m in top] == ["Has a daughter"]
-        assert max(gaps) < 0.2  # the 0.3 s embedding never held the loop
+    assert seen["loop ran meanwhile"] is True
+    assert seen["thread"] != threading.get_ident()
 
 
 async def test_user_memory_source_reads_the_sqlite_store(clock):

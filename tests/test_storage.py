@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import inspect
 import json
 import os
@@ -816,35 +815,38 @@ async def test_async_store_works_from_an_event_loop(tmp_path):
 
 
 async def test_async_store_does_not_block_the_event_loop(tmp_path):
-    big = [Message.user(f"message {i} 我在上海工作 with some words") for i in range(20_000)]
-    gaps: list[float] = []
-    done = asyncio.Event()
+    """The store call runs on the worker while the loop goes on running other tasks.
+
+    The wrapped append waits, on the worker thread, until a task on the loop has
+    run after the call began: were the call made on the loop's thread, that task
+    could not run and the wait would end unset (after a minute, not a timing
+    threshold). No wall-clock gap between ticks is measured.
+    """
+    inner = SQLiteStore(tmp_path / "b.db")
+    began, ticked = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+    real_append = inner.append
+
+    def append_waiting_for_the_loop(*args, **kwargs):
+        seen["thread"] = threading.get_ident()
+        began.set()
+        seen["loop ran meanwhile"] = ticked.wait(timeout=60)
+        return real_append(*args, **kwargs)
+
+    inner.append = append_waiting_for_the_loop  # type: ignore[method-assign]
 
     async def ticker() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
+        while not began.is_set():
             await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+        ticked.set()  # the loop runs this while the append is in progress
 
-    # A full garbage collection stops every thread, and its cost grows with all the
-    # objects pytest and hypothesis hold; freezing them measures the store, not them.
-    gc.collect()
-    gc.freeze()
-    try:
-        async with AsyncStore(SQLiteStore(tmp_path / "b.db")) as store:
-            tick = asyncio.create_task(ticker())
-            started = time.perf_counter()
-            await store.append("c", big, tenant=T, user="u")
-            took = time.perf_counter() - started
-            done.set()
-            await tick
-    finally:
-        gc.unfreeze()
-    assert took > 0.1
-    assert len(gaps) > 20
-    assert max(gaps) < 0.05, sorted(gaps)[-5:]
+    async with AsyncStore(inner) as store:
+        tick = asyncio.create_task(ticker())
+        saved = await store.append("c", [Message.user("我在上海工作")], tenant=T, user="u")
+        await tick
+        assert await store.read("c", tenant=T) == saved
+    assert seen["loop ran meanwhile"] is True
+    assert seen["thread"] != threading.get_ident()
 
 
 # -- files, paths and migrations ------------------------------------------------------------
@@ -926,15 +928,24 @@ def test_errors_from_sqlite_become_store_errors(tmp_path, store):
         store.read("c", tenant=T)
 
 
-def test_bulk_append_is_fast_enough(store):
-    # The target is 20,000 messages/s (measured ~45k on the dev machine); a generous
-    # floor here catches an accidental row-by-row regression without flaking.
+def test_bulk_append_is_one_transaction_without_per_message_queries(store):
+    # The target is 20,000 messages/s (measured ~45k on the dev machine; see
+    # bench/). What keeps it there is checked here instead of a rate, which would
+    # flake on a loaded machine: one transaction for the batch, and no statement
+    # per message but its row's INSERT.
     messages = [
         Message.user(f"bulk message {i} 我在上海工作 and more words") for i in range(10_000)
     ]
-    started = time.perf_counter()
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
     store.append("c", messages, tenant=T, user="u", tokens=[12] * len(messages))
-    assert len(messages) / (time.perf_counter() - started) > 5_000
+    store._conn.set_trace_callback(None)
+    inserts = [s for s in statements if s.startswith("INSERT INTO messages ")]
+    assert len(inserts) == len(messages)
+    assert len(statements) - len(inserts) < 20, statements[:30]
+    assert sum(s.startswith("BEGIN") for s in statements) == 1
+    assert sum(s == "COMMIT" for s in statements) == 1
+    assert store.count_messages("c", tenant=T) == len(messages)
     assert json.loads(json.dumps(store.token_total("c", tenant=T))) == [10_000, 120_000]
 
 
@@ -1127,7 +1138,7 @@ def test_indexing_a_thousand_messages_at_once_sizes_the_fts_hash_once(store):
 
 
 def _wait_for_runs(ck, n: int) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # returns as soon as it ran: the bound is for a hang
     while ck.runs < n and time.monotonic() < deadline:
         time.sleep(0.005)
     assert ck.runs >= n, f"the checkpointer ran {ck.runs} times, expected {n}"
@@ -1187,7 +1198,7 @@ def test_wal_checkpoints_run_on_their_own_thread(tmp_path):
     for i in range(6 * ck.every):
         s.append("c", [Message.user(f"message {i} " * 30)], tenant=T, user="u")
         if i % ck.every == ck.every - 1:
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 60  # a bound for a hang, not a timing
             while ck.runs < (i + 1) // ck.every and time.monotonic() < deadline:
                 time.sleep(0.01)
             sizes.append(os.path.getsize(f"{path}-wal"))

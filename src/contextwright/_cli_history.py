@@ -1,8 +1,13 @@
 """The stored-conversation commands: ``import``, ``inspect`` and ``compact``.
 
 They work on the embedded SQLite store: ``--db PATH``, else ``$CONTEXTWRIGHT_DB``,
-else a per-user data file (`default_db_path`). ``import`` reads a conversation in
-any format ``build`` reads and appends it in batches with a progress bar;
+else a per-user data file (`default_db_path`, its folder created on first use).
+``import`` reads a conversation in any format ``build`` reads and appends it in
+batches with a progress bar. Importing is idempotent: each message of the file gets
+an id derived from its position in the file and its content (`stable_ids`), so a
+file imported again stores nothing twice, and a file that has grown since stores
+only its new messages; a file that differs from what was imported from it before
+(a message changed or inserted) is refused, nothing written;
 ``inspect`` shows the conversation, its summaries, its compaction log and the
 receipt of a build for its last user message (nothing is written); ``compact``
 compacts now, or with ``--preview`` shows what it would do without writing.
@@ -11,23 +16,25 @@ compacts now, or with ``--preview`` shows what it would do without writing.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from . import adapters
+from ._budget import MODELS, model_info
 from ._conversations import Conversations
 from ._engine import ContextEngine
-from ._errors import UserError
+from ._errors import ConfigError, UserError
 from ._files import load_conversation
 from ._messages import Message
-from ._tokens import HeuristicCounter, default_counter
+from ._tokens import HeuristicCounter, TokenCounter, default_counter, encoding_for_model
 from .history import CompactionConfig, CompactionResult
 from .storage import SQLiteStore, default_db_path
 from .storage._base import not_owner
 
-__all__ = ["add_parsers", "run"]
+__all__ = ["add_parsers", "counter_for", "run", "stable_ids"]
 
 BATCH = 1000
 
@@ -66,21 +73,91 @@ def add_parsers(sub: Any) -> None:
     com.add_argument("--preview", action="store_true", help="compute without writing")
 
 
-def _open(args: argparse.Namespace, budget: int = 8000) -> Conversations:
-    path = args.db or default_db_path()
-    counter = default_counter(args.model) if args.model else HeuristicCounter()
+def known_model(model: str) -> bool:
+    """Whether ``model`` is in the model registry or has a known tiktoken encoding."""
+    for lookup in (model_info, encoding_for_model):
+        try:
+            lookup(model)
+        except ConfigError:
+            continue
+        return True
+    return False
+
+
+def counter_for(model: str | None, *, option: str = "--model") -> TokenCounter:
+    """The counter for a model named on the command line.
+
+    The exact tokenizer when the model has one and it is installed (tiktoken for
+    OpenAI models), else the heuristic; no model, the heuristic. An unknown model
+    raises `ConfigError`, as the library does (`model_info`).
+    """
+    if not model:
+        return HeuristicCounter()
+    if not known_model(model):
+        raise ConfigError(
+            f"{option}: unknown model {model!r}; known: {', '.join(sorted(MODELS))} "
+            "(or any name starting with one of them)"
+        )
+    return default_counter(model)
+
+
+def _open(args: argparse.Namespace, budget: int = 8000, model: str | None = None) -> Conversations:
+    counter = counter_for(args.model or model)
     engine = ContextEngine(counter=counter, budget=budget)
-    return Conversations(engine, SQLiteStore(path), compaction=CompactionConfig.preset(args.preset))
+    # SQLiteStore() makes the default path's folder; an explicit --db must exist
+    store = SQLiteStore(args.db) if args.db else SQLiteStore()
+    return Conversations(engine, store, compaction=CompactionConfig.preset(args.preset))
 
 
-def _messages(path: Path) -> list[Message]:
-    raw = load_conversation(path)["messages"]
+def _messages(path: Path) -> tuple[list[Message], str | None]:
+    """The file's messages and the model it names (a saved request body's ``model``)."""
+    conf = load_conversation(path)
+    raw = conf["messages"]
     fmt = adapters.detect_format(raw)
     if fmt == "anthropic":
-        return adapters.from_anthropic(raw)
-    if fmt == "responses":
-        return adapters.from_responses(raw)
-    return adapters.from_openai_chat(raw)
+        messages = adapters.from_anthropic(raw)
+    elif fmt == "responses":
+        messages = adapters.from_responses(raw)
+    else:
+        messages = adapters.from_openai_chat(raw)
+    model = conf.get("model")
+    # the file's model picks the tokenizer when it is a known one (--model must be)
+    return messages, model if isinstance(model, str) and known_model(model) else None
+
+
+def stable_ids(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with ids derived from their position and content.
+
+    The same file read again gives the same ids, so the store recognises what it
+    already holds (`Store.append` skips a stored id). Role, parts, name and
+    metadata are what the store compares for a stored id; the position keeps two
+    identical messages ("ok", say) apart.
+    """
+    out = []
+    for i, m in enumerate(messages):
+        d = m.to_dict()
+        content = {k: d[k] for k in ("role", "parts", "name", "metadata") if k in d}
+        text = json.dumps([i, content], sort_keys=True, ensure_ascii=False, default=str)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        out.append(m.replace(id=f"import-{digest[:32]}"))
+    return out
+
+
+def _new_messages(
+    convs: Conversations, args: argparse.Namespace, messages: list[Message]
+) -> list[Message]:
+    """Those of ``messages`` not stored yet; refuses a file that differs from an earlier import."""
+    if convs.store.get_conversation(args.conversation, tenant=args.tenant) is None:
+        return messages
+    stored = {m.id for m in convs.store.read(args.conversation, tenant=args.tenant)}
+    new = [m for m in messages if m.id not in stored]
+    first_new = next((i for i, m in enumerate(messages) if m.id not in stored), len(messages))
+    if any(m.id in stored for m in messages[first_new:]):
+        raise UserError(
+            f"message {first_new} of {args.file} differs from the one imported before into "
+            f"{args.conversation!r}; import the file into a new --conversation"
+        )
+    return new
 
 
 def _import(args: argparse.Namespace, out: Any) -> None:
@@ -92,23 +169,27 @@ def _import(args: argparse.Namespace, out: Any) -> None:
         TimeRemainingColumn,
     )
 
-    messages = _messages(args.file)
-    convs = _open(args)
+    messages, model = _messages(args.file)
+    messages = stable_ids(messages)
+    convs = _open(args, model=model)
     try:
+        new = _new_messages(convs, args, messages)
         with Progress(
             TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            disable=args.json or len(messages) < BATCH,
+            disable=args.json or len(new) < BATCH,
         ) as bar:  # fmt: skip
-            task = bar.add_task("import", total=len(messages))
+            task = bar.add_task("import", total=len(new))
             stored = convs.import_sync(
-                args.conversation, messages, tenant=args.tenant, user=args.user,
+                args.conversation, new, tenant=args.tenant, user=args.user,
                 batch_size=BATCH, progress=lambda n: bar.advance(task, n), optimize_index=True,
             )  # fmt: skip
         info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
-        assert info is not None
         result = {
             "conversation": args.conversation, "imported": len(stored),
-            "last_seq": info.last_seq, "messages": info.message_count, "tokens": info.token_total,
+            "skipped": len(messages) - len(new),
+            "last_seq": info.last_seq if info else 0,
+            "messages": info.message_count if info else 0,
+            "tokens": info.token_total if info else 0,
         }  # fmt: skip
         _emit(result, args.json, out)
     finally:

@@ -22,7 +22,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +132,14 @@ def _prepare(conf: Mapping[str, Any], query: str | None) -> tuple[list[Message],
     return _split_current(messages, query)
 
 
-def _counter(model: str | None) -> TokenCounter:
-    """The model's exact counter when known and installed; else the heuristic."""
+def _counter(model: str | None, explicit: bool) -> TokenCounter:
+    """The model's exact counter when known and installed; else the heuristic.
+
+    A model named by ``--model`` must be known (`_cli_history.counter_for`); one
+    named by the file only picks the tokenizer when it is.
+    """
+    if explicit or (model and _cli_history.known_model(model)):
+        return _cli_history.counter_for(model)
     return default_counter(model) if model else HeuristicCounter()
 
 
@@ -161,7 +167,7 @@ def _print(built: BuiltContext, fmt: str, as_json: bool, out: Any) -> None:
 
 def _build(conf: Mapping[str, Any], args: argparse.Namespace) -> BuiltContext:
     model = args.model or conf.get("model")
-    counter = _counter(model)
+    counter = _counter(model, explicit=bool(args.model))
     history, current = _prepare(conf, args.query)
     # leading system messages in the file are the system prompt, unless one was given
     system = conf.get("system") or ""
@@ -194,6 +200,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="contextwright", description=__doc__.split("\n\n")[0] if __doc__ else None
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",
@@ -230,6 +237,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _version() -> str:
+    try:
+        return metadata.version("contextwright")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "budget", None) is not None and args.budget <= 0:
@@ -258,14 +272,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         _print(built, args.format, args.json, sys.stdout)
     except BudgetError as exc:
-        print(f"contextwright: budget: {exc}", file=sys.stderr)
+        print(f"contextwright: error: budget: {exc}", file=sys.stderr)
         return 2
     except InvalidMessageError as exc:
+        # name the file once: errors from reading it already start with its path
         where = getattr(args, "file", None)
-        print(
-            f"contextwright: error: {where}: {exc}" if where else f"contextwright: error: {exc}",
-            file=sys.stderr,
-        )
+        text = str(exc)
+        if where is not None and not text.startswith(str(where)):
+            text = f"{where}: {text}"
+        print(f"contextwright: error: {text}", file=sys.stderr)
         return 2
     except (UserError, ContextwrightError) as exc:
         print(f"contextwright: error: {exc}", file=sys.stderr)
