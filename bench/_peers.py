@@ -17,12 +17,22 @@ from typing import Any
 from contextwright import Message
 from contextwright._tokens import DEFAULT_OVERHEAD, load_tiktoken_encoding
 
-__all__ = ["ENC", "VERIFY", "langchain_counters", "n_tokens", "to_langchain", "to_llamaindex"]
+__all__ = [
+    "ENC",
+    "VERIFY",
+    "langchain_counters",
+    "lc_tokens",
+    "li_tokens",
+    "n_tokens",
+    "to_langchain",
+    "to_llamaindex",
+]
 
 ENC = load_tiktoken_encoding("cl100k_base")
 PER_MESSAGE = DEFAULT_OVERHEAD.per_message
 PER_TOOL_CALL = DEFAULT_OVERHEAD.per_tool_call
 PER_TOOL_RESULT = DEFAULT_OVERHEAD.per_tool_result
+REPLY_PRIMING = DEFAULT_OVERHEAD.reply_priming
 
 
 def n_tokens(text: str) -> int:
@@ -63,24 +73,48 @@ def to_langchain(history: Sequence[Message], query: str, system_prompt: str) -> 
     return out
 
 
+def lc_tokens(message: Any, count: Callable[[str], int] = n_tokens) -> int:
+    """A LangChain message counted with contextwright's accounting (``count``: cl100k)."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    content = message.content
+    text = (
+        content
+        if isinstance(content, str)
+        else " ".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
+    )
+    n = PER_MESSAGE + count(text)
+    if isinstance(message, AIMessage):
+        for tc in message.tool_calls:
+            n += PER_TOOL_CALL + count(tc["name"]) + count(json.dumps(tc["args"]))
+    elif isinstance(message, ToolMessage):
+        n += PER_TOOL_RESULT + count(message.tool_call_id)
+    return n
+
+
+def li_tokens(messages: Sequence[Any], count: Callable[[str], int] = n_tokens) -> int:
+    """A LlamaIndex result counted with contextwright's accounting (tool calls included)."""
+    from llama_index.core.base.llms.types import TextBlock, ToolCallBlock
+
+    n = REPLY_PRIMING
+    for m in messages:
+        n += PER_MESSAGE
+        for b in m.blocks:
+            if isinstance(b, TextBlock):
+                n += count(b.text)
+            elif isinstance(b, ToolCallBlock):
+                n += PER_TOOL_CALL + count(b.tool_name) + count(json.dumps(b.tool_kwargs))
+        if "tool_call_id" in m.additional_kwargs:
+            n += PER_TOOL_RESULT + count(m.additional_kwargs["tool_call_id"])
+    return n
+
+
 def langchain_counters() -> tuple[Callable[..., int], Callable[..., int], dict[str, int]]:
     """A per-message cl100k counter for `trim_messages`, its memoised twin, and the memo."""
-    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+    from langchain_core.messages import BaseMessage
 
     def count(message: BaseMessage) -> int:
-        content = message.content
-        text = (
-            content
-            if isinstance(content, str)
-            else " ".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
-        )
-        n = PER_MESSAGE + n_tokens(text)
-        if isinstance(message, AIMessage):
-            for tc in message.tool_calls:
-                n += PER_TOOL_CALL + n_tokens(tc["name"]) + n_tokens(json.dumps(tc["args"]))
-        elif isinstance(message, ToolMessage):
-            n += PER_TOOL_RESULT + n_tokens(message.tool_call_id)
-        return n
+        return lc_tokens(message)
 
     memo: dict[str, int] = {}
 

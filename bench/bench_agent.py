@@ -30,9 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, trim_messages
+from langchain_core.messages import AIMessage, BaseMessage, trim_messages
 
-from _peers import to_langchain, to_llamaindex
+from _peers import lc_tokens, li_tokens, to_langchain, to_llamaindex
 from contextwright import ContextEngine, Message, TiktokenCounter, ToolCallPart
 from contextwright._tokens import DEFAULT_OVERHEAD, load_tiktoken_encoding
 
@@ -112,36 +112,7 @@ def agent_trace(steps: int = 20, seed: int = 18) -> list[Message]:
 
 
 def lc_count(message: BaseMessage) -> int:
-    """LangChain messages counted with contextwright's accounting, in o200k."""
-    content = message.content
-    text = (
-        content
-        if isinstance(content, str)
-        else " ".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
-    )
-    n = PER_MESSAGE + n_tokens(text)
-    if isinstance(message, AIMessage):
-        for tc in message.tool_calls:
-            n += PER_TOOL_CALL + n_tokens(tc["name"]) + n_tokens(json.dumps(tc["args"]))
-    elif isinstance(message, ToolMessage):
-        n += PER_TOOL_RESULT + n_tokens(message.tool_call_id)
-    return n
-
-
-def li_tokens(messages: list[Any]) -> int:
-    from llama_index.core.base.llms.types import TextBlock, ToolCallBlock
-
-    n = REPLY_PRIMING
-    for m in messages:
-        n += PER_MESSAGE
-        for b in m.blocks:
-            if isinstance(b, TextBlock):
-                n += n_tokens(b.text)
-            elif isinstance(b, ToolCallBlock):
-                n += PER_TOOL_CALL + n_tokens(b.tool_name) + n_tokens(json.dumps(b.tool_kwargs))
-        if "tool_call_id" in m.additional_kwargs:
-            n += PER_TOOL_RESULT + n_tokens(m.additional_kwargs["tool_call_id"])
-    return n
+    return lc_tokens(message, n_tokens)
 
 
 def run(budget: int, history: list[Message]) -> list[dict[str, Any]]:
@@ -181,7 +152,7 @@ def run(budget: int, history: list[Message]) -> list[dict[str, Any]]:
     mem.put_messages([*li_in, ChatMessage(role="user", content=QUERY)])
     got = mem.get()
     rows.append(
-        {"tool": "llamaindex Memory.get", "budget": budget, "tokens": li_tokens(got),
+        {"tool": "llamaindex Memory.get", "budget": budget, "tokens": li_tokens(got, n_tokens),
          "steps": sum(1 for m in got if any(isinstance(b, ToolCallBlock) for b in m.blocks)),
          "note": f"{len(got)} messages"}
     )  # fmt: skip

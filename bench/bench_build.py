@@ -64,7 +64,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from _peers import ENC, VERIFY, langchain_counters, n_tokens, to_langchain, to_llamaindex
+from _peers import ENC, VERIFY, langchain_counters, li_tokens, to_langchain, to_llamaindex
 from _sources import eight_sources
 from contextwright import (
     ContextEngine,
@@ -389,23 +389,6 @@ def _li_user(query: str) -> Any:
     from llama_index.core.base.llms.types import ChatMessage
 
     return ChatMessage(role="user", content=query)
-
-
-def li_tokens(messages: Sequence[Any]) -> int:
-    """The LlamaIndex result counted with contextwright's accounting (tool calls included)."""
-    from llama_index.core.base.llms.types import TextBlock, ToolCallBlock
-
-    n = REPLY_PRIMING
-    for m in messages:
-        n += PER_MESSAGE
-        for b in m.blocks:
-            if isinstance(b, TextBlock):
-                n += n_tokens(b.text)
-            elif isinstance(b, ToolCallBlock):
-                n += PER_TOOL_CALL + n_tokens(b.tool_name) + n_tokens(json.dumps(b.tool_kwargs))
-        if "tool_call_id" in m.additional_kwargs:
-            n += PER_TOOL_RESULT + n_tokens(m.additional_kwargs["tool_call_id"])
-    return n
 
 
 # -- timing ---------------------------------------------------------------------------------
