@@ -1,16 +1,17 @@
 """How close the tokenizer-free estimate comes to the exact OpenAI token counts.
 
 Compares `contextwright._heuristic.estimate_tokens` (what `HeuristicCounter` counts
-with) and, for reference, the naive per-character estimator of seed document 004
-(1.5 per CJK ideograph, 1.0 per CJK punctuation mark, 0.25 per space/newline/tab,
+with) and, for reference, a naive per-character estimator (a Rust
+compactor's: 1.5 per CJK ideograph, 1.0 per CJK punctuation mark, 0.25 per space/newline/tab,
 0.3 per other character, rounded up) with the exact cl100k_base and o200k_base
 counts, on three corpora read from ``../shared`` (next to the repository; the data
 is licensed for evaluation only and stays out of the repository):
 
 * every turn ``text`` of the LoCoMo conversations (``data/locomo/*.json``);
-* the seed documents (``seeds/*.txt``, Chinese prose with TypeScript, Rust and
-  Python code) split into blank-line separated paragraphs;
-* the same documents, every non-empty line on its own.
+* the project's early design documents (``seeds/*.txt``, Chinese prose with
+  TypeScript, Rust and Python code; not distributed) split into blank-line separated
+  paragraphs (the corpus "seed paragraphs");
+* the same documents, every non-empty line on its own ("seed lines").
 
 For each corpus and tokenizer (and "max", the larger of the two counts per text,
 which is what the heuristic must never fall below) it prints the number of texts,
@@ -75,7 +76,7 @@ def load_locomo(data_dir: Path) -> list[str]:
 
 
 def load_seeds(seeds_dir: Path) -> tuple[list[str], list[str]]:
-    """(paragraphs, lines) of the seed documents."""
+    """(paragraphs, lines) of the design documents in ``seeds_dir``."""
     paragraphs: list[str] = []
     lines: list[str] = []
     for path in sorted(seeds_dir.glob("*.txt")):
@@ -186,7 +187,7 @@ def machine_corpora(role: str) -> dict[str, tuple[list[str], list[str]]]:
 
 
 def naive_estimate(text: str) -> int:
-    """Seed 004's estimator (compactor.rs), character by character."""
+    """The naive estimator (a Rust compactor's), character by character."""
     tokens = 0.0
     for ch in text:
         code = ord(ch)
@@ -439,7 +440,7 @@ def check_tables(encodings: Sequence[object]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=SHARED / "data" / "locomo", help="LoCoMo folder")
-    ap.add_argument("--seeds", type=Path, default=SHARED / "seeds", help="seed documents folder")
+    ap.add_argument("--seeds", type=Path, default=SHARED / "seeds", help="design documents folder")
     ap.add_argument("--tables", action="store_true", help="re-derive the character tables")
     ap.add_argument(
         "--held-out", action="store_true", help="also measure text found on the machine"
@@ -455,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds.is_dir():
         corpora["seed paragraphs"], corpora["seed lines"] = load_seeds(args.seeds)
     else:
-        print(f"no seed documents at {args.seeds}; skipped")
+        print(f"no design documents at {args.seeds}; skipped")
     corpora = {k: v for k, v in corpora.items() if v}
 
     counters = {name: TiktokenCounter(name) for name in ("cl100k_base", "o200k_base")}
@@ -464,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[list[str]] = []
     estimators: dict[str, Callable[[str], int]] = {
         "heuristic": estimate_tokens,
-        "naive (seed 004)": naive_estimate,
+        "naive per-character": naive_estimate,
     }
     for est_name, estimate in estimators.items():
         for corpus, texts in corpora.items():

@@ -116,7 +116,7 @@ SYSTEM_PROMPT = (
 PER_MESSAGE, PER_TOOL_CALL, PER_TOOL_RESULT, REPLY_PRIMING = 3, 12, 4, 3
 CL100K = "tiktoken:cl100k_base"
 
-# Goals (issue 3 / seed 000); the reference numbers are the peers' published costs.
+# The project's performance goals; the reference numbers are the peers' published costs.
 GOAL_APPEND_MS = 0.3
 GOAL_IMPORT_PER_S = 20_000
 GOAL_BUILD_P50_MS = 1.0

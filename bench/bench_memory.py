@@ -16,7 +16,7 @@ What it measures (all in one SQLite file in a temporary directory, WAL, as shipp
    warm-up query (which loads the scope's vectors): p50/p95/max in ms of
    ``search_sync(limit=5)`` lexical only (a store without vectors) and hybrid
    (FTS5 + cosine over 384-d vectors, binary prefilter + exact rescoring above
-   8,192 rows). Goal (issue 4): p95 <= 10 ms. The stub's query embedding costs
+   8,192 rows). Goal: p95 <= 10 ms. The stub's query embedding costs
    nothing; a real model adds its own time (MiniLM: reported at the end).
 3. **Vector recall** of the binary prefilter against exact search, at ``--n`` rows:
    queries are stored vectors with noise added (cosine to the original about

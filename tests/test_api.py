@@ -1,4 +1,4 @@
-"""The public surface: pinned, sorted, importable; and the layering of DESIGN.md."""
+"""The public surface: pinned, sorted, importable; and the layering of docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_public_api_is_pinned():
     }  # fmt: skip
 
 
-# DESIGN.md "Layering": imports point one way, from the interfaces down.
+# docs/architecture.md: imports point one way, from the interfaces down.
 LAYERS = {
     "_messages": 0, "_cache": 0, "_errors": 0, "_lexical": 0, "_heuristic": 0, "_eager": 0,
     "_shutdown": 0,

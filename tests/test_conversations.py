@@ -895,7 +895,7 @@ def test_a_failing_import_still_counts_the_tail_of_what_it_stored(convs):
     # a tail smaller than the window: only the seqs can tell what it left out
     window_tokens=st.sampled_from([None, 300]),
 )
-# found by hypothesis: too few messages outside the window for seed 002's trigger,
+# found by hypothesis: too few messages outside the window for the summary trigger,
 # all of them left uncounted by the import (the summary must still cover them)
 @example(units=7, batch=1, budget=600, window_tokens=300)
 def test_property_bulk_import_builds_what_a_counted_import_builds(
@@ -1026,7 +1026,7 @@ def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size):
     """keep_recent_messages beyond what the window shows must not make every build summarise.
 
     A summary leaves the newest ``keep`` messages out, so only messages before them
-    count towards seed 002's trigger (10 messages): each new summary covers at least
+    count towards the summary trigger (10 messages): each new summary covers at least
     that many more. With 60 kept, every build found one due and each covered two
     messages more: with short messages because the window shows fewer than 60,
     with long ones (``size``) because the tail holds fewer than 60 too.

@@ -189,7 +189,7 @@ ZH_CASES: list[tuple[str, list[Row]]] = [
     ("记住，我对花生过敏", [("用户对花生过敏", "fact", None, 95)]),
     ("请记住我的生日是5月3日", [("用户的生日是5月3日", "fact", None, 95)]),
     ("别忘了我下周三有面试", [("用户下周三有面试", "fact", None, 95)]),
-    # the subject carries over commas: seed 000 §4.1's profile in one sentence
+    # the subject carries over commas: a whole profile in one sentence
     ("我今年35岁，本科毕业于浙江大学，在互联网行业工作了8年", [
         ("用户今年35岁", "fact", "age", 90), ("用户本科毕业于浙江大学", "fact", "education", 90),
         ("用户在互联网行业工作了8年", "fact", "employer", 85),
@@ -232,7 +232,7 @@ def test_every_rule_kind_has_an_importance_in_range() -> None:
         assert category in ("fact", "preference", "intent"), kind
         assert 0 <= importance <= 100, kind
         assert 0 < confidence <= 1, kind
-    # seed 000 §4.1's example block
+    # the importances of docs/design-notes.md, Memory extraction
     assert KINDS["age"][1] == KINDS["education"][1] == 90
     assert (
         KINDS["employer"][1],

@@ -1,6 +1,6 @@
 """Knowledge: chunking (headings, paragraphs, overlap, the token limit as a property),
 SQLiteKnowledgeStore (per tenant, re-ingest, experiences with an active flag), and
-retrieve_for_prompt in the format of seed 000 §4.5, within its budget."""
+retrieve_for_prompt with source and similarity, within its budget."""
 
 from __future__ import annotations
 
@@ -347,7 +347,7 @@ async def test_sources_render_knowledge_and_experiences_from_the_store(tmp_path)
         state=ConversationState(stage="objection"),
     )  # fmt: skip
     text = "\n".join(m.text for m in built.messages)
-    # the source renders the passage's source (seed 000 §4.5); the chunk is the 申请条件 one
+    # the source renders the passage's source; the chunk is the 申请条件 one
     assert re.search(
         r"来源:高才通计划申请指南 \(相似度: 0\.[5-9]\d\)\n> 高才通计划\(TTPS\)B类", text
     ), text

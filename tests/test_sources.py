@@ -58,7 +58,7 @@ def test_all_builtins_satisfy_the_protocol():
         "relevant_knowledge", "similar_experiences", "device_context", "active_agents_history",
     ]  # fmt: skip
     assert all(isinstance(s, Source) for s in sources)
-    assert [int(s.priority) for s in sources] == [0, 0, 1, 0, 1, 2, 2, 1]  # seed 000 §2
+    assert [int(s.priority) for s in sources] == [0, 0, 1, 0, 1, 2, 2, 1]  # P0/P1/P2
     assert [s.ttl for s in sources] == [60, 0, 0, 0, 30, 120, 0, 0]
 
 

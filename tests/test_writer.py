@@ -336,7 +336,7 @@ def test_a_fact_written_after_a_turn_is_in_the_next_turns_context(
         assert not block.cached
         assert "User lives in Berlin" in _context(turn_n1)
         assert "User is 35 years old" in _context(turn_n1)
-    else:  # without the wiring the cached block is stale for its TTL (seed 000 §8)
+    else:  # without the wiring the cached block is stale for its TTL
         assert block.cached
         assert "User lives in Berlin" not in _context(turn_n1)
     writer.close()

@@ -2,8 +2,8 @@
 
 A `Block` is what a source returns: a name (which becomes the tag), a priority, the
 content, and what the engine needs to place it (static or dynamic, section) and to
-explain it (provenance, ttl, tags). It is rendered as an XML-like tag (seed 000 §1:
-"all context is injected with one XML-like tag format"):
+explain it (provenance, ttl, tags). It is rendered as an XML-like tag (all context is
+injected in one XML-like tag format; docs/design-notes.md, Blocks and priorities):
 
     <user_memory source="memory" count="3">
     - [FACT] …
@@ -41,9 +41,9 @@ __all__ = [
 
 
 class Priority(IntEnum):
-    """Lower is more important. Any int works; these are the seed's three levels."""
+    """Lower is more important. Any int works; these are the built-in sources' three levels."""
 
-    P0 = 0  # critical: never dropped (seed 000 §2)
+    P0 = 0  # critical: never dropped (docs/design-notes.md, Blocks and priorities)
     P1 = 1  # important: truncated to fit
     P2 = 2  # optional: dropped first
 

@@ -4,8 +4,9 @@
 the output reserve into the number of input tokens a build may use. The *protected
 zone* — system prompt, pinned P0 items, the current user message — is paid for
 first and never cut; `BudgetError` is raised if it alone does not fit. What is left
-is shared among the sections by target shares (seed 001: system 20 %, summary 10 %,
-retrieved 10 %, recent history 55 %, input 5 %). A section that needs less than its
+is shared among the sections by target shares (system 20 %, summary 10 %,
+retrieved 10 %, recent history 55 %, input 5 %; docs/design-notes.md, Budget shares and
+deadlines). A section that needs less than its
 share gives the rest to the others in proportion to their shares (`share_out`).
 
 `BudgetTracker` records every allocation, granted or refused, so the receipt can say

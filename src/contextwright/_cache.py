@@ -1,11 +1,13 @@
 """The block cache: TTL, tag invalidation, namespaces, hit statistics.
 
 Sources whose output does not change from one message to the next (user memory
-for 60 s, knowledge for 30 s, experiences for 120 s — seed 000 §2) are served from
+for 60 s, knowledge for 30 s, experiences for 120 s — docs/design-notes.md, Block
+cache) are served from
 here. Entries live in a *namespace* (the engine's is `cache_namespace` of tenant,
 user and conversation) so one conversation never sees another's entries; *tags*
 cut across namespaces, so that a memory write for user ``u`` of tenant ``t`` can
-drop ``user_memory_tag("t", "u")`` everywhere at once (seed 000 §8). The clock is
+drop ``user_memory_tag("t", "u")`` everywhere at once, so a new fact is never hidden
+behind a TTL. The clock is
 injectable for tests.
 
 Namespaces and tags built from ids are never plain joins: with ``"/"`` as the

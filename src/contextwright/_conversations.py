@@ -3,7 +3,7 @@
 `Conversations` puts a `ContextEngine` on top of a `Store`. Messages are appended
 once, with a sequence number and their prompt cost; each build reads only what is
 new since the last one, so a turn costs the same in a conversation of 100 messages
-and of 100,000 (issue 3):
+and of 100,000:
 
 * an in-process *tail* per conversation holds the newest messages after the
   summary boundary, enough to fill the largest window; a build asks the store
@@ -18,8 +18,8 @@ and of 100,000 (issue 3):
 Summaries are incremental (previous summary + the messages since it) and are
 made in the background: a build never waits for one unless the conversation is
 over the hard compaction threshold. A routine summary covers what has left the
-window; `compact` (soft: background, hard: before the build returns) follows seed
-004 and keeps only the last N messages out of it. Nothing is ever deleted: the
+window; `compact` (soft: background, hard: before the build returns; docs/design-notes.md,
+Compaction) keeps only the last N messages out of it. Nothing is ever deleted: the
 summary replaces old messages in the prompt only, every version is kept, and
 the originals stay searchable — the recall source brings exact old turns back.
 """
@@ -528,7 +528,7 @@ class Conversations(_CompactionMixin):
 
     async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
         """After a bulk write: summarise what is outside the window now, in the
-        background, so that the first build does not have to. Below seed 002's
+        background, so that the first build does not have to. Below the summary
         triggers too if the tail could not hold all that is not summarised: a bulk
         import leaves those messages uncounted, for this summary to cover."""
         tail = await self._tail(conversation, tenant, user)
@@ -881,7 +881,7 @@ class Conversations(_CompactionMixin):
         """How big the live conversation is (summary + everything after it), O(tail).
 
         No emergency zone here: the window already keeps every build within its
-        budget; the zone (seed 000 §6.2) is for callers who send whole histories.
+        budget; the zone (95 % of the budget) is for callers who send whole histories.
         """
         window = self._window_allowance(budget)
         keep = self.compaction.keep_recent_messages
@@ -901,7 +901,7 @@ class Conversations(_CompactionMixin):
                     break
         summary_tokens = summary.tokens if summary else 0
         unsummarized = tail.unsummarized_tokens
-        # Seed 002's triggers count what lies outside the window and a summary may
+        # The summary triggers count what lies outside the window and a summary may
         # cover: not the newest ``keep_recent_messages``, even where the window
         # cannot show them all (else every build found a summary due that could
         # cover almost nothing). By seq (gapless), so that messages older than the

@@ -1,4 +1,4 @@
-"""The pipeline: plan → fetch → fit → assemble → render → receipt (DESIGN.md).
+"""The pipeline: plan → fetch → fit → assemble → render → receipt (docs/architecture.md).
 
 `ContextEngine` holds what is stable across turns (system prompt, pinned items,
 sources, counter, cache, budget) and `build` runs the pipeline for one new message:
@@ -727,13 +727,13 @@ class ContextEngine:
         return used
 
     def _goal(self, turn: Turn, t: dict[str, str], warnings: list[str]) -> Message:
-        """The instruction-pinning message (seed 001 §6): the goal, restated at the end."""
+        """The instruction-pinning message: the goal, restated at the end (design-notes)."""
         text = " ".join(turn.query.split())
         if len(text) > self.goal_chars:
             text = text[: self.goal_chars] + "…"
         body = t["goal.text"].format(goal=text)
         if self.task_status is not None:
-            # seed 001 §6 / seed 002 #7: the active task's status rides with the goal
+            # the active task's status rides with the goal (design-notes, Instruction pinning)
             try:
                 status = self.task_status(turn)
             except Exception as exc:  # a broken hook must not break the build

@@ -65,8 +65,10 @@ piece:
   ("bureaucracy" is 5 tokens in cl100k_base, " bureaucracy" 1).
 
 The weights were fitted (2026-11-21, ``bench/bench_heuristic.py --fit``, scipy) by
-linear programming: minimise the estimates over the three corpora below (seed
-paragraphs weighted 3), subject to estimate >= exact + 0.5 before rounding for each of
+linear programming: minimise the estimates over the three corpora below ("seed
+paragraphs" — paragraphs of the project's early design documents, Chinese prose
+with TypeScript, Rust and Python code, not distributed — weighted 3), subject to
+estimate >= exact + 0.5 before rounding for each of
 their texts and estimate >= exact - 1 for each paragraph and up to 6,000 lines of text
 found on the machine: 50 standard library modules, the licences of
 /usr/share/common-licenses, Debian copyright files, changelogs and READMEs (names,

@@ -9,7 +9,7 @@ this module may assume a well-formed message; a malformed one raises
 `group_units` groups a list of messages into *units*: an assistant turn that calls
 tools together with all the tool messages answering it is one unit, every other
 message is a unit of its own. Windowing, trimming and compaction work on units, so
-a tool call is never separated from its results (DESIGN.md, invariants). Tool
+a tool call is never separated from its results (docs/architecture.md, Invariants). Tool
 results without their call and calls without all their results are reported as
 *broken* units, which the engine never sends to a provider.
 """

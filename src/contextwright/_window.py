@@ -21,7 +21,8 @@ again. Anything that does not line up (an edited or reordered history, a tool
 result completing the last remembered call) makes it walk afresh.
 
 A message longer than ``max_message_tokens`` is shortened in the prompt only, with a
-marker (seed 002's ``maxMessageTokens``): text keeps its head, tool results keep head
+marker (docs/design-notes.md, History window and long content): text keeps its head,
+tool results keep head
 and tail, where errors and totals usually are. If the newest unit alone does not
 fit, its long parts are shortened until it does, so the latest exchange is not lost
 to one oversized tool result.

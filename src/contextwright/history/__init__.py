@@ -1,6 +1,6 @@
 """History: what the conversation contributes to the prompt beyond the current message.
 
-This package owns the history part of DESIGN.md: the incremental thread summary
+This package owns the history part (docs/architecture.md): the incremental thread summary
 (`_summary`: `Summarizer`, `RuleSummarizer`, `LLMSummarizer`; `_summary_format`: the
 rule summary's text format), and — added alongside them — the sliding window over
 tool-call units, compaction (soft, hard, emergency) and tool-result compression with

@@ -1,13 +1,15 @@
 """Compaction: when a stored conversation has grown too big for its prompt, and what to do.
 
-The settings are seed 004's `CompactionConfig` with its three presets, plus seed
-002's summary triggers (every 10 messages or 3,000 tokens). `check` measures the
+The settings are `CompactionConfig` with its three presets, plus the summary
+triggers (every 10 messages or 3,000 tokens); docs/design-notes.md, Compaction and
+Summaries, gives the reasons. `check` measures the
 conversation's *live* size — the summary plus every message after it, at their
 prompt cost — and says how urgent compaction is: ``none``, ``soft`` (schedule it in
 the background), ``hard`` (do it before the build returns) or ``emergency`` (above
-95 % of the context budget, seed 000 §6.2).
+95 % of the context budget).
 
-`plan_compaction` is the pure part of seed 000's strategy list, applied in order
+`plan_compaction` is the pure part of the strategy list (docs/design-notes.md,
+Compaction), applied in order
 and stopping as soon as the live size is under the soft threshold:
 
 1. *compress tool results* — large results are stored with the token cost of their
@@ -48,12 +50,12 @@ __all__ = [
 ]
 
 Urgency = Literal["none", "soft", "hard", "emergency"]
-EMERGENCY_SHARE = 0.95  # seed 000 §6.2: above 95 % of the budget, force everything
+EMERGENCY_SHARE = 0.95  # above 95 % of the budget, force everything (design-notes, Compaction)
 
 
 @dataclass(frozen=True, slots=True)
 class CompactionConfig:
-    """Seed 004's compaction settings, and seed 002's summary triggers."""
+    """The compaction settings and the summary triggers (docs/design-notes.md, Compaction)."""
 
     soft_threshold_tokens: int = 15_000
     hard_threshold_tokens: int = 20_000
@@ -63,10 +65,10 @@ class CompactionConfig:
     summary_max_tokens: int = 800
     use_llm: bool = False
     llm_fallback_to_rules: bool = True
-    # seed 002: a new incremental summary every 10 messages or 3,000 tokens
+    # a new incremental summary every 10 messages or 3,000 tokens (design-notes, Summaries)
     summary_message_threshold: int = 10
     summary_token_threshold: int = 3_000
-    long_message_tokens: int = 2_000  # strategy 3; seed 000 cuts at 2,000 characters
+    long_message_tokens: int = 2_000  # strategy 3 (design-notes, History window)
 
     def __post_init__(self) -> None:
         if self.soft_threshold_tokens <= 0 or self.hard_threshold_tokens <= 0:
@@ -97,7 +99,7 @@ class CompactionConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-# Seed 004's three configurations.
+# The three configurations (docs/design-notes.md, Compaction).
 PRESETS: dict[str, CompactionConfig] = {
     "development": CompactionConfig(5_000, 8_000, 2_000, True, 4, 400, False, True),
     "production": CompactionConfig(15_000, 20_000, 4_000, True, 6, 800, False, True),
@@ -107,13 +109,13 @@ PRESETS: dict[str, CompactionConfig] = {
 
 @dataclass(frozen=True, slots=True)
 class CompactionCheck:
-    """Seed 004's check: should we compact, how big is it, against what, how urgently."""
+    """The check: should we compact, how big is it, against what, how urgently."""
 
     should_compact: bool
     current_tokens: int
     threshold: int
     urgency: Urgency
-    summary_due: bool = False  # seed 002's message/token trigger for a new summary
+    summary_due: bool = False  # the message/token trigger for a new summary
 
 
 def check(
@@ -236,7 +238,7 @@ def plan_compaction(
 
 @dataclass(frozen=True)
 class CompactionResult:
-    """Seed 004's result, plus what contextwright adds to make it auditable.
+    """What compaction did, with what makes it auditable.
 
     ``compacted_messages`` is the prompt view after compaction (the summary as a
     system message, then the retained messages); the stored messages are untouched.

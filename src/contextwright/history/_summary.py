@@ -1,17 +1,17 @@
 """Incremental thread summaries: older turns folded into one short text, turn after turn.
 
 When history outgrows its share of the budget, the oldest turns leave the prompt and a
-summary takes their place (seed 002 §"会话摘要": topics, decisions, preferences,
-technical details; "增量更新：新摘要与旧摘要合并"). A `Summarizer` is incremental:
+summary takes their place (what it keeps: docs/design-notes.md, Summaries — topics,
+decisions, preferences, technical details; a new summary merges with the old). A
+`Summarizer` is incremental:
 it gets the previous summary (or ``None``) and only the messages since, and returns a
 `SummaryDraft` that *merges* the two, never longer than ``max_tokens`` by the given
 counter. Nothing here deletes a message; the caller decides what the summary replaces.
 
 Two summarizers ship:
 
-* `RuleSummarizer` — no model, no network, deterministic; the default (DESIGN.md: the
-  default summariser is rule-based). It writes seed 004's rule summary ("规则摘要")
-  in English or Chinese::
+* `RuleSummarizer` — no model, no network, deterministic; the default
+  (docs/design-notes.md, Summaries). It writes the rule summary in English or Chinese::
 
       [Summary of the earlier conversation]
       Topics:
@@ -33,7 +33,7 @@ Two summarizers ship:
 
 * `LLMSummarizer` (``_summary_llm``) — asks an `LLM` to merge the previous summary and
   the new messages, under a deadline; on any failure (timeout, error, empty answer) it
-  falls back to the rules and says so in ``method`` (seed 004 ``llm_fallback_to_rules``).
+  falls back to the rules and says so in ``method`` (``llm_fallback_to_rules``).
   The message counts are appended by code, not by the model, so they stay exact and
   the rules can continue from an LLM summary.
 
@@ -156,8 +156,9 @@ _MD_PREFIX = re.compile(r"^(?:[-*+•>]\s+|\d+[.)]\s+|#{1,6}\s+)+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？；])")
 _SENTENCE_END_LATIN = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _CJK_END = "。！？；"
-# Words that state a result or decision (seed 004 "关键结论"). A sentence scores 2 per
-# strong word and 1 for any weak one; each reply gives its best-scoring sentences.
+# Words that state a result or decision (the "Conclusions" / "关键结论" section). A
+# sentence scores 2 per strong word and 1 for any weak one; each reply gives its
+# best-scoring sentences.
 # The lookahead names the first letters of the alternatives (ſ folds to s): it changes
 # no match, but lets the engine skip other positions fast (2.6x on long replies).
 _STRONG = re.compile(
@@ -231,7 +232,7 @@ def _files(text: str) -> list[str]:
 
 
 class RuleSummarizer:
-    """The rule-based summary of seed 004, incremental, in English or Chinese.
+    """The rule-based summary, incremental, in English or Chinese.
 
     Topics are the first substantive sentence of each user message; conclusions
     are up to ``conclusions_per_reply`` sentences of each assistant reply that state

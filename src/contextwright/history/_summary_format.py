@@ -1,6 +1,6 @@
 """The rule summary's text format: rendered from item lists, parsed back into them.
 
-A rule summary (seed 004, "规则摘要") is a header line, sections of bullet lines
+A rule summary is a header line, sections of bullet lines
 and a counts line::
 
     [Summary of the earlier conversation]        [以下是之前对话的摘要]
@@ -108,8 +108,8 @@ def resolve_locale(locale: str, messages: Sequence[Texted], previous: str | None
 
 # -- the format ------------------------------------------------------------------------
 
-# Seed 004 "规则摘要" gives the Chinese labels and the counts line; the English ones
-# mirror them. Section labels end with an ASCII colon in both, as in the seed.
+# The Chinese labels and the English ones mirror each other. Section labels end with an
+# ASCII colon in both, so one parser reads either locale.
 LABELS: dict[Locale, dict[str, str]] = {
     "en": {
         "header": "[Summary of the earlier conversation]",

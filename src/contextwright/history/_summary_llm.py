@@ -3,8 +3,9 @@
 The prompt asks the model to merge the previous summary and the new messages (not to
 append them); the message counts are appended by code, so they stay exact and the
 rules (`RuleSummarizer`) can continue from an LLM summary. Any failure — timeout,
-error, empty answer — falls back to the rules, and ``method`` says why (seed 004
-``llm_fallback_to_rules``). See ``_summary`` for the `Summarizer` contract.
+error, empty answer — falls back to the rules, and ``method`` says why
+(``CompactionConfig.llm_fallback_to_rules``; docs/design-notes.md, Summaries). See
+``_summary`` for the `Summarizer` contract.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class LLMSummarizer:
             )
         except asyncio.TimeoutError:
             reason = f"timeout after {self.deadline:g}s"
-        except Exception as exc:  # any failure of the model falls back (seed 004)
+        except Exception as exc:  # any failure of the model falls back to the rules
             reason = describe_error(exc, 160)
         else:
             body = strip_frame(answer if isinstance(answer, str) else "")

@@ -1,8 +1,9 @@
 """The active task: what the user is trying to get done, what has been done, what was found.
 
-Seed 002 ("ActiveTaskService") tracks the current goal, records the completed steps and
-the findings, and renders a status summary for the prompt; seed 001 §6 puts that status
-at the very end of the context, after the restated goal ("instruction pinning"), where
+An active-task tracker follows the current goal, records the completed steps and the
+findings, and renders a status summary for the prompt; that status goes
+(docs/design-notes.md, Instruction pinning and the active task) at the very end of the
+context, after the restated goal ("instruction pinning"), where
 recency bias keeps it from being washed out by long tool output in the middle.
 
 `ActiveTaskTracker` keeps one `ActiveTask` per (tenant, conversation), in memory and
@@ -26,7 +27,7 @@ double counting. `status_summary` renders the task in English or Chinese within
 
 Two ways into the prompt, both catching up from the turn's history first:
 ``ContextEngine(task_status=tracker.status_for_turn)`` restates the status with the
-goal at the very end (seed 001 §6), and `ActiveTaskSource` renders it as an
+goal at the very end (instruction pinning), and `ActiveTaskSource` renders it as an
 ``active_task`` block (P1) in the dynamic tail.
 """
 
@@ -72,7 +73,7 @@ _FILLER = re.compile(
     r"one\s+moment|give\s+me|好的|让我|我来|我先|稍等|收到|你好|请稍候)",
     re.IGNORECASE,
 )
-# Words of a sentence that reports a result (seed 002: "记录…发现").
+# Words of a sentence that reports a result (a finding worth recording).
 _RESULT = re.compile(
     r"\d|\b(?:found|returned|returns|shows?|showed|is|are|was|were|means|result|results|total|"
     r"costs?|because|therefore|so|answer|recommend|should|contains?|no\s+\w+\s+found)\b|"
@@ -405,7 +406,7 @@ class ActiveTaskTracker:
     # -- rendering -----------------------------------------------------------------------
 
     def status_for_turn(self, turn: Turn, *, observe: bool = True, scan: int = 40) -> str:
-        """The ``ContextEngine(task_status=tracker.status_for_turn)`` hook (seed 001 §6).
+        """The ``ContextEngine(task_status=tracker.status_for_turn)`` hook (pinning).
 
         Shows the tracker the newest ``scan`` history messages and the current message
         (what it has seen is skipped), then renders the status in the turn's locale.

@@ -1,7 +1,8 @@
 """Tool results: compressed for the prompt, the full output kept where the model can read it.
 
-Tool outputs are the biggest thing in most agent contexts (seed 002 §6: list
-truncation, large-text offload with a pointer, structure kept). `ToolResultCompressor`
+Tool outputs are the biggest thing in most agent contexts (docs/design-notes.md,
+History window and long content: list truncation, large-text offload with a pointer,
+structure kept). `ToolResultCompressor`
 decides, per tool, how a result too large for the prompt is shown:
 
 * ``json_list`` — a JSON list (or the largest list inside a JSON object) keeps its
@@ -36,8 +37,9 @@ answer could change whether it is kept:
   (within 5 % on the benchmark's JSON). It is too big without counting it if the
   estimate is over twice ``max_tokens`` (its head would have to be twice as dense
   as the whole for it to fit) or it has more than `SURE_CHARS_PER_TOKEN`
-  characters per token of ``max_tokens`` (seed 002: English runs about 4
-  characters a token, JSON 2.4, Chinese under 2);
+  characters per token of ``max_tokens`` (English runs about 4 characters a
+  token, JSON 2.4, Chinese under 2: docs/design-notes.md, History window and long
+  content);
 * anything else is counted exactly, so a result is never kept unless its exact
   count fits.
 

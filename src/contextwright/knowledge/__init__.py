@@ -1,4 +1,4 @@
-"""Knowledge: documents → chunks → the hybrid index, for retrieved knowledge (DESIGN.md).
+"""Knowledge: documents → chunks → the hybrid index, for retrieved knowledge.
 
     store = SQLiteKnowledgeStore("chat.db", tenant="acme")   # the conversations' file
     store.ingest_file("docs/ttps.md")                        # headings → paragraphs → chunks
@@ -13,7 +13,7 @@
 - `_ingest` — `chunk_document` and `Chunk`;
 - `_sqlite` — `SQLiteKnowledgeStore` (per tenant, hybrid search, experiences with
   an active flag) and `KnowledgeView`;
-- `_render` — passages as prompt text under a token budget (seed 000 §4.5).
+- `_render` — passages as prompt text under a token budget (``Source: … (similarity: …)``).
 """
 
 from ._base import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage

@@ -1,8 +1,9 @@
 """Knowledge retrieval: the contract the knowledge and experience sources read through.
 
 A `KnowledgeStore` answers ``search(query, limit)`` with `KnowledgeHit`s: a passage,
-where it came from, and how similar it is in 0..1 (seed 000 §4.5 renders source and
-similarity). System experiences (seed 000 §4.6) use the same contract with
+where it came from, and how similar it is in 0..1 (the prompt shows source and
+similarity: docs/design-notes.md, Built-in sources). System experiences use the same
+contract with
 ``category`` set and an ``active`` flag; an inactive passage is never returned.
 Knowledge is shared by the users of a tenant (it is not per user), but never across
 tenants. `InMemoryKnowledgeStore` is a small lexical implementation for tests and

@@ -1,4 +1,4 @@
-"""Retrieved passages as prompt text, in the format of seed 000 §4.5, under a budget.
+"""Retrieved passages as prompt text, with source and similarity, under a budget.
 
     Source: Guide › Eligibility (similarity: 0.92)
     > Applicants must hold a bachelor's degree from one of the world's top 100
@@ -11,7 +11,7 @@ the first that does not fit is cut to its header and as many lines (the last one
 truncated) as fit, and nothing follows it.
 
 The source templates (`contextwright.sources`) write the same two lines; they are
-repeated here because knowledge sits below sources in the layering (DESIGN.md).
+repeated here because knowledge sits below sources in the layering (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _entry(hit: KnowledgeHit, locale: str) -> tuple[str, list[str]]:
 def render_passages(
     hits: Sequence[KnowledgeHit], budget_tokens: int, counter: TokenCounter, *, locale: str = "en"
 ) -> str:
-    """The passages as seed 000 §4.5 renders them, within ``budget_tokens`` (module docstring)."""
+    """The passages as prompt text, within ``budget_tokens`` (module docstring)."""
     out: list[str] = []
 
     def fits(parts: list[str]) -> bool:

@@ -7,14 +7,14 @@ and, with an embedder, as a vector in ``knowledge_vectors`` (tables:
 ``storage/_migrations.py`` ``m003_knowledge``). Search is the memory part's hybrid
 search (``memory/_search.py``, ``memory/_textindex.py``) without importance and
 recency: a passage's score is its relevance, a similarity in 0..1 — the number
-seed 000 §4.5 prints.
+the rendered passage prints.
 
 - **Per tenant, in SQL.** Knowledge is shared by a tenant's users, never across
   tenants: each store object serves one ``tenant`` and every statement is keyed by
   the tenant's ``tid``, resolved from the tenant name in the same transaction.
 - **Re-ingesting a source replaces it**, in one transaction: the old chunks, their
   index entries and vectors go, the new ones come. A source is the unit of update.
-- **Experiences** (seed 000 §4.6) are passages of category ``"experience"`` (any
+- **Experiences** (reviewed, gated passages) are passages of category ``"experience"`` (any
   category works) added with `add`; ``set_active(source, False)`` takes a source out
   of every search without deleting it, and `view` gives a `KnowledgeStore` limited to
   some categories for `SimilarExperiencesSource`, whose stage gate decides when it
@@ -433,7 +433,7 @@ class SQLiteKnowledgeStore(WorkerStore):
         categories: Sequence[str] | None = None,
         min_score: float = 0.0,
     ) -> str:
-        """The best passages rendered as seed 000 §4.5 does, within ``budget_tokens``."""
+        """The best passages rendered as `retrieve_for_prompt` does, within ``budget_tokens``."""
         budget = check_limit(budget_tokens, "budget_tokens")
         hits = self.search_sync(query, limit=limit, categories=categories, min_score=min_score)
         return render_passages(hits, budget, counter or self.counter, locale=locale)

@@ -6,7 +6,7 @@
 with the ``sdk`` extra. Every failure surfaces as `LLMError` with the SDK's error
 chained; callers put their own deadline around the call and fall back to rules.
 
-This package sits low in the layering (DESIGN.md): it imports only the error and
+This package sits low in the layering (docs/architecture.md): it imports only the error and
 message modules, so history and memory can use it without cycles.
 """
 

@@ -1,6 +1,6 @@
 """The `LLM` protocol: the one call summaries and memory extraction need from a model.
 
-Summaries (seed 004, "LLM 摘要") and memory extraction ask a model for a short text
+LLM summaries and memory extraction ask a model for a short text
 answer to one prompt, nothing more: no chat history, no tools, no streaming. So the
 contract is a single coroutine, ``complete(prompt, system=, max_tokens=)``, and a
 ``name`` that reports and summaries quote (``method="llm:<name>"``). Anything that
@@ -11,8 +11,8 @@ the SDK's own timeout, an answer without text) into `LLMError` with the original
 chained, so callers handle one exception type and can still see the cause. Deadlines
 are the caller's business (``asyncio.wait_for``); clients never retry on their own
 beyond what their ``max_retries`` says (default 0), because a retry loop inside the
-client would outlive the caller's deadline (DESIGN.md: LLM use is opt-in and always
-falls back to rules on error or deadline).
+client would outlive the caller's deadline (LLM use is opt-in and always falls back to
+rules on error or deadline: docs/design-notes.md, Summaries and Memory extraction).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Choices that differ from the SDK's defaults, and why:
 
 * ``max_retries=0``: the SDK retries twice with back-off by default; a summary has a
   deadline of a few seconds, and a retry loop inside the client would outlive it.
-  The caller's deadline rules (DESIGN.md, "Decisions already taken").
+  The caller's deadline rules.
 * The answer length is sent as ``max_completion_tokens`` to OpenAI itself (its
   reasoning models reject ``max_tokens``) and as ``max_tokens`` to other servers
   (older compatible servers only know that one); ``token_param`` overrides.

@@ -1,4 +1,4 @@
-"""Long-term memory: scoped records, hybrid search, embeddings (DESIGN.md "memory").
+"""Long-term memory: scoped records, hybrid search, embeddings (docs/architecture.md).
 
     store = SQLiteMemoryStore("chat.db")                  # the conversations' file
     scope = Scope("acme", "u1")

@@ -1,7 +1,8 @@
 """Long-term memory: the records, the scope, and the contract the sources read through.
 
 A memory is a short statement about a user — a fact, a preference, an intent, a
-project, a skill, an experience — with an importance from 0 to 100 (seed 000 §4.1).
+project, a skill, an experience — with an importance from 0 to 100
+(docs/design-notes.md, Built-in sources).
 Every memory belongs to a `Scope` (tenant, user, optional namespace) and every read
 names one: a store must never return a memory of another scope. Isolation is the
 store's job, done inside the store (in SQL for `SQLiteMemoryStore`), not the caller's.
@@ -11,7 +12,7 @@ the older one: the old record stays (``history`` shows it) with ``superseded_by`
 and ``superseded_at`` set, and searches leave it out. A ``key`` names the fact
 ("age", "employer"): adding a memory with the scope, category and key of a live one
 supersedes it in the same transaction. ``active`` switches a memory off without
-superseding it (system experiences, seed 000 §4.6, are reviewed and gated so).
+superseding it (system experiences are reviewed and gated so).
 
 `MemoryStore` is the narrow async contract (``top`` and ``search``) that
 `UserMemorySource` uses; `InMemoryMemoryStore` is a small lexical implementation for
@@ -48,8 +49,8 @@ __all__ = [
     "check_key",
 ]
 
-# The categories extraction writes (seed 000 §4.1 and seed 002's "preferences, project
-# context, skills, facts"); any other lower-case name is accepted too.
+# The categories extraction writes (docs/design-notes.md, Built-in sources); any other
+# lower-case name is accepted too.
 CATEGORIES = ("fact", "preference", "intent", "project", "skill", "experience", "event")
 _CATEGORY = re.compile(r"[a-z][a-z0-9_\-]{0,39}")
 MAX_CONTENT_CHARS = 32_000  # a memory is a statement, not a document (use knowledge for those)

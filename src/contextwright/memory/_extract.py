@@ -1,6 +1,6 @@
 """Memory extraction: what a conversation says about the user, as short statements.
 
-Seed 002 ("MemoryExtractionService") asks for valuable information to be pulled out
+Memory extraction (docs/design-notes.md) pulls valuable information out
 of every conversation automatically — users do not maintain a memory base by hand —
 merged with what is already known and persisted. This module does the pulling out;
 `_writer` merges and persists. An `Extractor` turns messages into `Extracted` items:
@@ -9,11 +9,11 @@ importance from 0 to 100, an optional ``key`` naming a single-valued fact (a new
 item with the same key supersedes the stored one), and the ids of the messages it
 came from.
 
-`RuleExtractor` is the default (DESIGN.md: no network by default). It mines USER
+`RuleExtractor` is the default (no network by default). It mines USER
 messages only — what the assistant says is not a fact about the user — sentence by
 sentence and clause by clause, in English and Chinese. The rules, as pattern → kind:
-normalised content, key, importance (``KINDS`` holds the numbers; they follow seed
-000 §4.1's example block: 90 age/education, 85 work, 80 intent, 70 family, 60
+normalised content, key, importance (``KINDS`` holds the numbers; docs/design-notes.md,
+Memory extraction, gives the reasons: 90 age/education, 85 work, 80 intent, 70 family, 60
 preference):
 
 - "remember that…", "don't forget…", "keep in mind…", 记住…, 别忘了… → the inner
@@ -103,9 +103,9 @@ class Extractor(Protocol):
 
 # -- the rule table ----------------------------------------------------------------
 
-# kind: (category, importance, confidence). Importances follow seed 000 §4.1's example
-# block (age/education 90, work 85, intent 80, family 70, preference 60). Location sits
-# between work and family: stable and identifying, less often decisive. An explicit
+# kind: (category, importance, confidence). Importances (docs/design-notes.md, Memory
+# extraction): age/education 90, work 85, intent 80, family 70, preference 60. Location
+# sits between work and family: stable and identifying, less often decisive. An explicit
 # "remember that…" outranks anything inferred; allergies are safety facts, and a name
 # is identity: both rank with age. Confidence is lower where the rule is a heuristic
 # (an occupation guessed from a noun's suffix, "I'll …").
@@ -354,7 +354,7 @@ EN_RULES: list[_Rule] = _rules(
     ("intent", rf"^(?P<t>{_TIME_EN})\s*,?\s*I(?P<aux>'m|'ll)?\s+(?:going\s+to\s+)?(?P<x>.+)$", _time_en),
 )  # fmt: skip
 
-# Chinese: the clause is kept nearly verbatim, "我" becoming "用户" (seed 000 §4.1's
+# Chinese: the clause is kept nearly verbatim, "我" becoming "用户" (as in
 # "用户35岁，本科学历…"), so names, numbers and measure words survive untouched.
 _ZADV = r"(?:也|还|都|很|非常|特别|比较|真的|一直|其实|确实|本来|现在|目前|已经|平时|一般|正|刚|刚刚|最近)*"
 _ZNUM = r"(?:\d{1,3}|[一二三四五六七八九十两]{1,4})"
@@ -958,7 +958,7 @@ class LLMExtractor:
             )
         except asyncio.TimeoutError:
             reason = f"timeout after {self.deadline:g}s"
-        except Exception as exc:  # any failure of the model falls back (DESIGN.md)
+        except Exception as exc:  # any failure of the model falls back to the rules
             reason = describe_error(exc, 160)
         else:
             raw = parse_items(answer if isinstance(answer, str) else "")

@@ -28,7 +28,8 @@ away (one strong match and one weak one get the same credit for the same rank)
 and yields no absolute number to cut on. Measured with MiniLM on the labelled
 paraphrase set in ``bench/bench_memory.py``; see bench/README.md.
 
-**Weighting** (seed 000 §4.1 ranks by importance; recency breaks ties in time)::
+**Weighting** (importance ranks; recency breaks ties in time; docs/design-notes.md,
+Built-in sources)::
 
     score = relevance × (1 − wᵢ·(1 − importance/100)) × (1 − wᵣ·(1 − 2^(−age/half_life)))
 

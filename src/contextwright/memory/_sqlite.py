@@ -26,7 +26,8 @@ Design (the tables: ``storage/_migrations.py`` ``m002_memory``; the scores:
 - **Access statistics** (``accessed_at``, ``access_count``) are updated for the
   memories a search returns, by one statement after the read. It is best effort: if
   another writer holds the database the update is skipped rather than waited for
-  (searches run under a deadline, seed 001: 500 ms).
+  (searches run under a deadline, 500 ms by default:
+  docs/design-notes.md, Budget shares and deadlines).
 - **Async.** ``search`` and ``top`` (the `MemoryStore` protocol) run the sync methods
   on a worker thread owned by the store, so the event loop never waits on SQLite,
   numpy or the embedding model.

@@ -1,8 +1,9 @@
 """Background memory writes: extract, merge with what is known, persist — off the chat path.
 
-Seed 002 ("MemoryExtractionService"; "记忆提取在后台排队执行") extracts after every turn,
-merges duplicates and persists; seed 000 §4.1 and §8 invalidate the user-memory cache
-as soon as a new memory is saved, so the next turn sees it. `MemoryWriter` does both
+Memory extraction runs in the background after every turn, merges duplicates and
+persists, and the user-memory cache is invalidated (docs/design-notes.md, Memory
+extraction and Block cache) as soon as a new memory is saved, so the next turn sees it.
+`MemoryWriter` does both
 without ever making a build wait:
 
 * `submit` puts a batch (a scope and the turn's messages) on a bounded queue and
@@ -129,7 +130,7 @@ class _Invalidates(Protocol):
 def invalidate_user_memory(engine: _Invalidates) -> Callable[[Scope], None]:
     """An ``on_write`` that drops ``engine``'s cached user-memory block of the scope's user.
 
-    The tag is the one `UserMemorySource` caches under, `user_memory_tag` (seed 000 §8).
+    The tag is the one `UserMemorySource` caches under, `user_memory_tag`.
     """
 
     def on_write(scope: Scope) -> None:

@@ -1,13 +1,13 @@
 """The storage contract: the records a store keeps and the `Store` protocol.
 
-A store persists conversations for the history part (DESIGN.md, "Parts"): the
+A store persists conversations for the history part (docs/architecture.md, The parts): the
 messages themselves with a per-conversation sequence number, the token count of
 each message, the versioned summaries that stand in for old turns, a log of every
 compaction, a short-lived working memory (large tool results offloaded out of the
 prompt) and pinned items. Every method names a ``tenant`` and every implementation
 must filter by it in the query itself: a conversation id means nothing without its
 tenant, and tenant B must never see tenant A's data even when both use the same
-conversation id (DESIGN.md, invariants).
+conversation id (docs/architecture.md, Invariants).
 
 The records are frozen dataclasses so that what a store returns can be passed
 around and compared without copying. `Store` is the synchronous contract that
@@ -141,7 +141,7 @@ class Summary:
 class CompactionEntry:
     """One compaction decision, applied or not (``id`` is 0 until logged).
 
-    ``urgency`` is e.g. ``"soft"``, ``"hard"`` or ``"emergency"`` (seed 004);
+    ``urgency`` is e.g. ``"soft"``, ``"hard"`` or ``"emergency"``;
     ``summary_version`` is the summary it produced, if any; ``upto_seq`` the last
     message it covered; ``strategies`` the steps it ran, in order.
     """

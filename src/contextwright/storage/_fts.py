@@ -2,7 +2,8 @@
 
 Chinese and Japanese are written without spaces, and FTS5's ``unicode61``
 tokenizer makes a whole run of CJK characters one token, so "上海" would never
-match "我在上海工作". DESIGN.md names two ways out: the ``trigram`` tokenizer
+match "我在上海工作". There are two ways out (docs/design-notes.md, Search): the ``trigram``
+tokenizer
 (SQLite >= 3.34) or segmentation. We segment, the simplest way that needs no
 dictionary: every CJK run is written into the index as its overlapping bigrams
 plus its last character alone ("在上海工作" → "在上 上海 海工 工作 作"); the rest
