@@ -115,11 +115,12 @@ def test_cli_lines_run(tmp_path, monkeypatch, capsys, optional):
         "import",
         "inspect",
         "compact",
+        "export",
         "eval",
     }
     for line in lines:
         argv = _argv(line, optional, fill)
-        if argv[0] in ("inspect", "compact") and "--db" not in argv and optional:
+        if argv[0] in ("inspect", "compact", "export") and "--db" not in argv and optional:
             argv += ["--db", fill["PATH"]]  # where the import line above stored it
         try:
             code = main(argv)

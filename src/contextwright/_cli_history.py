@@ -1,4 +1,4 @@
-"""The stored-conversation commands: ``import``, ``inspect`` and ``compact``.
+"""The stored-conversation commands: ``import``, ``export``, ``inspect`` and ``compact``.
 
 They work on the embedded SQLite store: ``--db PATH``, else ``$CONTEXTWRIGHT_DB``,
 else a per-user data file (`default_db_path`, its folder created on first use).
@@ -8,7 +8,9 @@ an id derived from its position in the file and its content (`stable_ids`), so a
 file imported again stores nothing twice, and a file that has grown since stores
 only its new messages; a file that differs from what was imported from it before
 (a message changed or inserted) is refused, nothing written;
-``inspect`` shows the conversation, its summaries, its compaction log and the
+``export`` writes the stored originals (``--format jsonl``: one `Message.to_dict`
+per line, with ``seq``; ``openai``, ``anthropic``, ``responses``: a request body
+that ``build`` and ``import`` read back); ``inspect`` shows the conversation, its summaries, its compaction log and the
 receipt of a build for its last user message (nothing is written); ``compact``
 compacts now, or with ``--preview`` shows what it would do without writing.
 """
@@ -34,9 +36,10 @@ from .history import CompactionConfig, CompactionResult
 from .storage import SQLiteStore, default_db_path
 from .storage._base import not_owner
 
-__all__ = ["add_parsers", "counter_for", "run", "stable_ids"]
+__all__ = ["add_parsers", "counter_for", "export_text", "run", "stable_ids"]
 
 BATCH = 1000
+EXPORT_FORMATS = ("jsonl", "openai", "anthropic", "responses")
 
 
 def add_parsers(sub: Any) -> None:
@@ -67,6 +70,17 @@ def add_parsers(sub: Any) -> None:
     ins.add_argument(
         "--query", default=None, help="build for this message (default: the last user message)"
     )
+    exp = sub.add_parser("export", parents=[common], help="write a stored conversation out")
+    exp.add_argument("conversation")
+    exp.add_argument("--user", default=None, help=owner)
+    exp.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        default="jsonl",
+        help="jsonl: contextwright messages with their seq, one a line; openai, anthropic, "
+        "responses: a request body of that provider (build and import read it back)",
+    )
+    exp.add_argument("--output", type=Path, default=None, help="write here (default: stdout)")
     com = sub.add_parser("compact", parents=[common], help="compact a stored conversation")
     com.add_argument("conversation")
     com.add_argument("--user", default=None, help=owner)
@@ -112,14 +126,7 @@ def _open(args: argparse.Namespace, budget: int = 8000, model: str | None = None
 def _messages(path: Path) -> tuple[list[Message], str | None]:
     """The file's messages and the model it names (a saved request body's ``model``)."""
     conf = load_conversation(path)
-    raw = conf["messages"]
-    fmt = adapters.detect_format(raw)
-    if fmt == "anthropic":
-        messages = adapters.from_anthropic(raw)
-    elif fmt == "responses":
-        messages = adapters.from_responses(raw)
-    else:
-        messages = adapters.from_openai_chat(raw)
+    messages = adapters.read_messages(conf["messages"])
     model = conf.get("model")
     # the file's model picks the tokenizer when it is a known one (--model must be)
     return messages, model if isinstance(model, str) and known_model(model) else None
@@ -332,9 +339,50 @@ def _compact(args: argparse.Namespace, out: Any) -> None:
         convs.close()
 
 
+def export_text(messages: Sequence[Message], fmt: str) -> str:
+    """Stored messages as ``fmt`` (`EXPORT_FORMATS`): JSON lines or a request body.
+
+    The bodies are rendered without the provider checks: an export shows what was
+    stored, an agent turn still waiting for its tool results included.
+    """
+    if fmt == "jsonl":
+        return "".join(json.dumps(m.to_dict(), ensure_ascii=False) + "\n" for m in messages)
+    body: dict[str, Any]
+    if fmt == "openai":
+        body = {"messages": adapters.render_openai_chat(messages, validate=False)}
+    elif fmt == "responses":
+        body = {"input": adapters.render_responses(messages, validate=False)}
+    elif fmt == "anthropic":
+        body = adapters.render_anthropic(messages, first_user_text=None, validate=False)
+    else:
+        raise ConfigError(f"--format: unknown format {fmt!r}; formats: {', '.join(EXPORT_FORMATS)}")
+    return json.dumps(body, ensure_ascii=False, indent=1) + "\n"
+
+
+def _export(args: argparse.Namespace, out: Any) -> None:
+    convs = _open(args)
+    try:
+        info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
+        if info is None:
+            raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
+        user = info.user if args.user is None else args.user
+        messages = convs.messages_sync(args.conversation, tenant=args.tenant, user=user)
+        text = export_text(messages, args.format)
+    finally:
+        convs.close()
+    if args.output is None:
+        out.write(text)
+    else:
+        try:
+            args.output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+
+
 def run(args: argparse.Namespace, out: Any) -> None:
-    {"import": _import, "inspect": _inspect, "compact": _compact}[args.command](args, out)
+    commands = {"import": _import, "export": _export, "inspect": _inspect, "compact": _compact}
+    commands[args.command](args, out)
 
 
 def commands() -> Sequence[str]:
-    return ("import", "inspect", "compact")
+    return ("import", "export", "inspect", "compact")

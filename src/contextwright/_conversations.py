@@ -33,7 +33,7 @@ import functools
 import itertools
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from ._budget import Budget
@@ -963,6 +963,61 @@ class Conversations(_CompactionMixin):
         if item is None:
             return f"[nothing stored under {key!r}: it may have expired]"
         return readback_page(item.content, page, self.engine.counter)
+
+    async def messages(
+        self,
+        conversation: str,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        after_seq: int = 0,
+        page_size: int = 500,
+    ) -> AsyncIterator[Message]:
+        """The stored originals of ``conversation``, oldest first, with their ``seq``.
+
+        What was stored, byte for byte: tool results in full (the prompt shows large
+        ones compressed), summarised messages too (compaction never deletes). Read
+        from the store in pages of ``page_size``, so a long conversation is never
+        held whole; ``after_seq`` starts after that sequence number. Only for the
+        conversation's owner (`InvalidMessageError`, ``user``, for anyone else); a
+        conversation that does not exist yields nothing.
+        """
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+            raise InvalidMessageError("after_seq", f"must be an integer >= 0, got {after_seq!r}")
+        if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
+            raise ConfigError(f"page_size must be a positive integer, got {page_size!r}")
+        tail = await self._tail(conversation, tenant, user)
+        await self._owned(tail, conversation, tenant, user)
+        seq = after_seq
+        while True:
+            page = await self.db.read(conversation, tenant=tenant, after_seq=seq, limit=page_size)
+            for m in page:
+                yield m
+            if len(page) < page_size:
+                return
+            last = page[-1].seq
+            assert last is not None  # stored messages carry their seq
+            seq = last
+
+    def messages_sync(
+        self,
+        conversation: str,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        after_seq: int = 0,
+    ) -> list[Message]:
+        """`messages` for code without an event loop, as a list."""
+
+        async def collect() -> list[Message]:
+            return [
+                m
+                async for m in self.messages(
+                    conversation, tenant=tenant, user=user, after_seq=after_seq
+                )
+            ]
+
+        return self._run(collect())
 
     async def wait_idle(self, timeout: float | None = 30.0) -> None:
         """Wait for background summaries (tests, shutdown)."""

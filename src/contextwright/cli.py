@@ -119,14 +119,7 @@ def _split_current(messages: list[Message], query: str | None) -> tuple[list[Mes
 
 
 def _prepare(conf: Mapping[str, Any], query: str | None) -> tuple[list[Message], Message]:
-    raw = conf["messages"]
-    fmt = adapters.detect_format(raw)
-    if fmt == "anthropic":
-        messages = adapters.from_anthropic(raw, system=None)
-    elif fmt == "responses":
-        messages = adapters.from_responses(raw)
-    else:
-        messages = adapters.from_openai_chat(raw)
+    messages = adapters.read_messages(conf["messages"])
     if query is None and isinstance(conf.get("message"), str):
         query = conf["message"]
     return _split_current(messages, query)

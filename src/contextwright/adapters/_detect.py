@@ -9,7 +9,11 @@
   ``function_call``, or ``image_url`` / ``refusal`` parts;
 * **anthropic** — ``tool_use`` / ``tool_result`` / ``thinking`` blocks, ``image``
   blocks with a ``source``; an object with a top-level ``system`` beside
-  ``messages``.
+  ``messages``;
+* **contextwright** — messages with ``parts`` (`Message.to_dict`, as
+  ``contextwright export --format jsonl`` writes them).
+
+`read_messages` reads a list of any of these into `Message` objects.
 
 A payload with no mark at all (plain ``{"role", "content": "text"}`` messages)
 is reported as ``"openai"``: such a list is valid Chat Completions input, and it
@@ -22,10 +26,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 from .._errors import InvalidMessageError
+from .._messages import Message
 
-__all__ = ["Format", "detect_format"]
+__all__ = ["Format", "detect_format", "read_messages"]
 
-Format: TypeAlias = Literal["openai", "anthropic", "responses"]
+Format: TypeAlias = Literal["openai", "anthropic", "responses", "contextwright"]
 
 _PART_MARKS: dict[str, Format] = {
     "input_text": "responses",
@@ -44,6 +49,8 @@ _PART_MARKS: dict[str, Format] = {
 
 def _marks(item: Mapping[str, Any]) -> set[Format]:
     found: set[Format] = set()
+    if "parts" in item:  # only the neutral model's own dicts have parts (its roles
+        return {"contextwright"}  # include "tool", which would read as OpenAI's)
     if isinstance(item.get("type"), str):
         found.add("responses")  # only Responses items carry a type (message, function_call, ...)
     role = item.get("role")
@@ -80,7 +87,8 @@ def _detect_list(items: Sequence[Any], where: str) -> Format:
 
 
 def detect_format(payload: object) -> Format:
-    """Which wire shape ``payload`` has: ``"openai"``, ``"anthropic"`` or ``"responses"``.
+    """Which shape ``payload`` has: ``"openai"``, ``"anthropic"``, ``"responses"`` or
+    ``"contextwright"``.
 
     ``payload`` is a list of messages/items, or an object holding them
     (``{"messages": [...]}``, ``{"system": ..., "messages": [...]}``,
@@ -104,3 +112,19 @@ def detect_format(payload: object) -> Format:
         "payload",
         f"must be a list of messages or an object holding them, got {type(payload).__name__}",
     )
+
+
+def read_messages(items: Sequence[Any]) -> list[Message]:
+    """A list of messages in any shape `detect_format` knows, as `Message` objects."""
+    from ._anthropic import from_anthropic
+    from ._openai_chat import from_openai_chat
+    from ._openai_responses import from_responses
+
+    fmt = detect_format(items)
+    if fmt == "contextwright":
+        return [Message.from_dict(d, f"messages[{i}]") for i, d in enumerate(items)]
+    if fmt == "anthropic":
+        return from_anthropic(items)
+    if fmt == "responses":
+        return from_responses(items)
+    return from_openai_chat(items)
