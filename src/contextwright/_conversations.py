@@ -1104,6 +1104,8 @@ class Conversations(_CompactionMixin):
         self._bg.wait(timeout)
 
     def close(self) -> None:
+        """Let background summaries finish (up to 10 s), stop the background thread,
+        and close the store. Also at the end of a ``with`` or ``async with`` block."""
         self._bg.wait(10.0)
         self._bg.close()
         if self._loop is not None and not self._loop.is_closed():
@@ -1111,3 +1113,19 @@ class Conversations(_CompactionMixin):
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
+
+    async def aclose(self) -> None:
+        """`close` without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Conversations:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Conversations:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

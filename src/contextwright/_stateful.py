@@ -143,6 +143,7 @@ class Background:
 
     def __init__(self, exit_timeout: float = 5.0) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.pending: set[concurrent.futures.Future[Any]] = set()
         self.exit_timeout = exit_timeout
@@ -151,9 +152,10 @@ class Background:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(
+                self._thread = threading.Thread(
                     target=loop.run_forever, name="contextwright-bg", daemon=True
-                ).start()
+                )
+                self._thread.start()
                 self._loop = loop
                 with _running_lock:
                     _running.add(self)
@@ -166,12 +168,24 @@ class Background:
     def wait(self, timeout: float | None = None) -> None:
         concurrent.futures.wait(list(self.pending), timeout=timeout)
 
-    def close(self) -> None:
+    def close(self, join_timeout: float = 5.0) -> None:
+        """Stop the background loop and join its thread (no thread outlives this).
+
+        Jobs not finished are abandoned whole (each store write is one
+        transaction); call `wait` first to let them finish.
+        """
         with _running_lock:
             _running.discard(self)
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._loop = None
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(join_timeout)
+            if not thread.is_alive():
+                loop.close()
 
     def _finish(self) -> None:
         """At exit: wait ``exit_timeout`` seconds for the jobs, then stop (see the class)."""
