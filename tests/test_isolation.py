@@ -49,7 +49,7 @@ IDS = st.one_of(
         max_size=6,
     ),
 )
-OPS = ["append", "build", "read_back", "compact", "check", "memory", "knowledge"]
+OPS = ["append", "build", "read_back", "compact", "check", "messages", "memory", "knowledge"]
 # (operation, principal, conversation, flag, which Conversations)
 STEPS = st.lists(
     st.tuples(
@@ -148,6 +148,8 @@ class Workload:
                 out = [result.summary, [m.text for m in result.compacted_messages]]
             elif op == "check":
                 out = c._run(c.check(cid, **kw))
+            elif op == "messages":
+                out = [m.to_dict() for m in c.messages_sync(cid, **kw)]
             elif op == "memory":
                 scope = Scope(tenant, user)
                 hits = c._run(self.memory.search(scope, QUERY, 10))
