@@ -1599,6 +1599,10 @@ def test_evicting_tails_never_changes_a_build(tmp_path_factory, ops):
                 elif op == "compact":
                     convs.append_sync(cid, msgs, tenant="t", user="u")
                     convs.compact_sync(cid, tenant="t", user="u")
+                # A build does not wait for a background summary an append started
+                # (by design), so what it shows depends on that summary's timing;
+                # let it land first, so that only eviction could tell the two apart.
+                convs.wait_idle_sync()
                 built = convs.build_sync(cid, f"step {step}: plan {i}?", tenant="t", user="u")
                 convs.wait_idle_sync()
                 rendered.append(json.dumps(built.render("openai"), sort_keys=True))

@@ -56,6 +56,7 @@ from .history import (
     TurnRanker,
     check,
     readback_page,
+    summary_boundary,
 )
 from .storage import (
     AsyncStore,
@@ -837,8 +838,10 @@ class Conversations(_CompactionMixin):
         urgency = self._check(tail, budget)
         compacted: CompactionResult | None = None
         running = self._jobs.get((tenant, conversation))
-        # nothing summarised yet, and the window cannot hold what is there
-        first = urgency.summary_due and tail.summary is None and not tail.first_summary_tried
+        # nothing summarised yet, the window cannot hold what is there, and a summary
+        # could cut something (decided from the stored messages alone, so that an
+        # evicted or restarted tail decides the same: no per-process "tried" flag)
+        first = urgency.summary_due and tail.summary is None and self._can_cut(tail)
         if (urgency.urgency in ("hard", "emergency") or first) and running is not None:
             await asyncio.wrap_future(running)  # the same work is already under way
             urgency = self._check(tail, budget)
@@ -846,7 +849,6 @@ class Conversations(_CompactionMixin):
         if urgency.urgency in ("hard", "emergency"):
             compacted = await self._compact(conversation, tenant, user, tail, urgency, wait=True)
         elif first:
-            tail.first_summary_tried = True  # tried once, whatever it finds to summarise
             compacted = await self._compact(
                 conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
             )  # fmt: skip
@@ -876,6 +878,20 @@ class Conversations(_CompactionMixin):
         if urgency.summary_due or urgency.urgency == "soft":
             self._schedule(conversation, tenant, user, routine=urgency.urgency == "none")
         return built
+
+    def _can_cut(self, tail: Tail) -> bool:
+        """Whether a first summary could cover anything (`summary_boundary` > 0).
+
+        A tail that does not start at the conversation's first message has older
+        messages before it, which a summary covers; one that does holds the whole
+        conversation, and the boundary is computed on it. One unit a summary cannot
+        cut (a call with all its results) then costs no compaction per build.
+        """
+        with tail.lock:
+            if not tail.messages or (tail.messages[0].seq or 0) > 1:
+                return bool(tail.messages)
+            messages = list(tail.messages)
+        return summary_boundary(messages, self.compaction.keep_recent_messages) > 0
 
     def _check(self, tail: Tail, budget: Budget | int | None) -> CompactionCheck:
         """How big the live conversation is (summary + everything after it), O(tail).

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -47,8 +48,6 @@ class Tail:
     # The store's change token when the tail was last known to hold everything
     # stored (see `Conversations._tail`); None: ask the store.
     synced: tuple[int, int] | None = None
-    # a build summarised inline what its window left out (done once; see `build`)
-    first_summary_tried: bool = False
     # Background summaries adopt their result from another thread.
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -166,7 +165,14 @@ class Background:
         return fut
 
     def wait(self, timeout: float | None = None) -> None:
-        concurrent.futures.wait(list(self.pending), timeout=timeout)
+        """Wait until no job is pending, those that jobs submit while it waits included."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            pending = [f for f in list(self.pending) if not f.done()]
+            left = None if deadline is None else deadline - time.monotonic()
+            if not pending or (left is not None and left <= 0):
+                return
+            concurrent.futures.wait(pending, timeout=left)
 
     def close(self, join_timeout: float = 5.0) -> None:
         """Stop the background loop and join its thread (no thread outlives this).
