@@ -316,15 +316,19 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
         convs.close()
 
 
+def _acting_user(convs: Conversations, args: argparse.Namespace) -> str:
+    """``--user``, else the stored conversation's owner; `UserError` if there is none."""
+    info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
+    if info is None:
+        raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
+    return info.user if args.user is None else str(args.user)
+
+
 def _compact(args: argparse.Namespace, out: Any) -> None:
     convs = _open(args)
     try:
-        info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
-        if info is None:
-            raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
         result: CompactionResult = convs.compact_sync(
-            args.conversation, tenant=args.tenant, preview=args.preview,
-            user=info.user if args.user is None else args.user,
+            args.conversation, tenant=args.tenant, preview=args.preview, user=_acting_user(convs, args),
         )  # fmt: skip
         payload = {
             "conversation": args.conversation, "preview": args.preview, "applied": result.applied,
@@ -362,10 +366,7 @@ def export_text(messages: Sequence[Message], fmt: str) -> str:
 def _export(args: argparse.Namespace, out: Any) -> None:
     convs = _open(args)
     try:
-        info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
-        if info is None:
-            raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
-        user = info.user if args.user is None else args.user
+        user = _acting_user(convs, args)
         messages = convs.messages_sync(args.conversation, tenant=args.tenant, user=user)
         text = export_text(messages, args.format)
     finally:
