@@ -140,7 +140,9 @@ def _units(paragraph: str, limit: int, counter: TokenCounter) -> list[tuple[str,
     if counter.count(paragraph) <= limit:
         return [("\n\n", paragraph)]
     out: list[tuple[str, str]] = []
-    for sentence in (s for s in _SENTENCE_END.split(paragraph) if s.strip()):
+    # Measured as emitted: without the spaces around it (the glue stands in for them);
+    # counts are not additive, and a space can make a run count less than without it.
+    for sentence in (s.strip() for s in _SENTENCE_END.split(paragraph) if s.strip()):
         parts = (
             [sentence]
             if counter.count(sentence) <= limit
