@@ -186,6 +186,22 @@ class Conversations(_CompactionMixin):
             "jobs": sum(1 for j in list(self._jobs.values()) if not j.done()),
         }
 
+    def drop_caches(self) -> None:
+        """Forget every in-process cache now: tails, recall's turn indexes, the engine's
+        window walks and shortened copies.
+
+        Safe at any moment, during a build or a background summary too: what is
+        under way keeps the copy it holds, and the next call reads what it needs from
+        the store again. Dropping them never changes what a build returns; it only
+        costs the next build of each conversation a cold start. (The engine's block
+        cache is not an accelerator but a cache with its own expiry: see
+        `ContextEngine.invalidate`.)
+        """
+        self._tails.clear()
+        if self._recall is not None:
+            self._recall.drop_indexes()
+        self.engine.drop_caches()
+
     def _inline(self) -> bool:
         """Whether this runs on the sync API's private loop (store calls run inline there)."""
         return self._loop is not None and asyncio.get_running_loop() is self._loop
@@ -853,7 +869,7 @@ class Conversations(_CompactionMixin):
                 conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
             )  # fmt: skip
             urgency = self._check(tail, budget)
-        history, turns, summary_rec = tail.snapshot()
+        history, turns, summary_rec, seen = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
         built = await self.engine.build(
             current, history=history, budget=budget, summary=summary, tenant=tenant,
@@ -865,6 +881,7 @@ class Conversations(_CompactionMixin):
         # nothing behind, or a retry would store the message twice.
         if store_message and current is not None:
             await self._append(conversation, [current], tenant, user, index_later=False)
+        built.report.last_seq = seen
         built.report.compaction = {
             "urgency": urgency.urgency,
             "live_tokens": urgency.current_tokens,

@@ -268,6 +268,18 @@ class ContextEngine:
         self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def drop_caches(self) -> None:
+        """Forget the per-conversation accelerators (window walks, history scans,
+        shortened copies); the next build recomputes them and builds the same context.
+
+        The block cache (``cache``) is left alone: what it holds is governed by its
+        TTLs and `invalidate`, not an accelerator.
+        """
+        with self._memo_lock:
+            self._memos.clear()
+            self._scans.clear()
+        self._shortened = ShortenCache(self._shortened.maxsize)
+
     @staticmethod
     def _budget(budget: Budget | int | None, model: str | None) -> Budget | None:
         if budget is None:

@@ -51,9 +51,10 @@ class Tail:
     # Background summaries adopt their result from another thread.
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def snapshot(self) -> tuple[list[Message], int, Summary | None]:
+    def snapshot(self) -> tuple[list[Message], int, Summary | None, int]:
+        """(messages, user turns, summary, last seq), read together."""
         with self.lock:
-            return list(self.messages), self.user_turns, self.summary
+            return list(self.messages), self.user_turns, self.summary, self.last_seq
 
     @property
     def boundary(self) -> int:
@@ -94,6 +95,11 @@ class TailCache:
             if tail is not None:
                 self._items.move_to_end(key)
             return tail
+
+    def clear(self) -> None:
+        """Forget every tail (busy ones too: what they adopt is in the store as well)."""
+        with self._lock:
+            self._items.clear()
 
     def put(self, key: tuple[str, str], tail: Tail) -> None:
         with self._lock:

@@ -88,12 +88,12 @@ class _CompactionMixin:
         # Read as "under way", it stopped every later summary of the conversation.
         if running is not None and not running.done():
             return
-        tail = self._tails.get(key)
-        if tail is None:  # evicted meanwhile: the next build finds the summary due again
-            return
+        cached = self._tails.get(key)
 
         async def job() -> None:
             try:
+                # evicted or dropped meanwhile: read afresh (the summary is due all the same)
+                tail = cached or await self._tail(conversation, tenant, user)
                 await self._compact(
                     conversation, tenant, user, tail, None, wait=False, routine=routine,
                     prompt=False, background=True,
