@@ -219,8 +219,12 @@ def test_versioned_writes_return_the_version_they_wrote(store: SQLiteStore) -> N
     _, _, v4 = store.save_compaction_versioned(_summary(3), _entry(3), tenant=T, expected=1)
     _, v5 = store.log_compaction_versioned(_entry(4), tenant=T)
     v6 = store.set_message_tokens("c", tenant=T, counts={4: 2}, counter="x")
-    assert [v1, v2, v3, v4, v5, v6] == [v + i for i in range(1, 7)]
-    assert store.version("c", tenant=T) == v + 6
+    saved, v7 = store.append_versioned("c", [Message.user("x", id="x")], tenant=T, user="u")
+    assert [m.seq for m in saved] == [5]
+    _, v8 = store.unpin_versioned("c", 1, tenant=T)
+    assert [v1, v2, v3, v4, v5, v6, v7, v8] == [v + i for i in range(1, 9)]
+    assert store.version("c", tenant=T) == v + 8
+    assert store.append_versioned("c", [Message.user("x", id="x")], tenant=T, user="u")[1] == v7 + 1
 
 
 def test_the_version_is_per_conversation_and_per_tenant(store: SQLiteStore) -> None:

@@ -382,6 +382,25 @@ class SQLiteStore(HistoryTables):
         """
         return self._append(conversation, messages, tenant, user, tokens, counter, readback)[0]
 
+    def append_versioned(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        tenant: str,
+        user: str = "anonymous",
+        tokens: Sequence[int] | None = None,
+        counter: str = "",
+        readback: Sequence[tuple[int, str, str, float]] = (),
+    ) -> tuple[list[Message], int]:
+        """`append_with_readback`, also returning the conversation's version after the call.
+
+        The version moved by one if anything was written (the caller's cache that
+        was current at ``version - 1`` and takes in these messages is current at
+        ``version``); a retry of stored messages leaves it as it was.
+        """
+        return self._append(conversation, messages, tenant, user, tokens, counter, readback)
+
     def _append(
         self,
         conversation: str,
