@@ -33,7 +33,8 @@ MAX_SEQ = 2**63 - 1
 # memory), so that every other call must name a real tenant.
 EVERY_TENANT = object()
 CONV_COLUMNS = (
-    "tenant, id, user, created_at, updated_at, last_seq, message_count, token_total, metadata"
+    "tenant, id, user, created_at, updated_at, last_seq, message_count, token_total, metadata, "
+    "version"
 )
 MSG_COLUMNS = "m.seq, m.tokens, m.counter, m.id, m.role, m.created_at, m.name, m.metadata, m.parts"
 # How an image is charged when estimating an uncounted message: the allowance
@@ -88,6 +89,13 @@ def count(value: object, where: str, *, minimum: int = 0) -> int:
     return value
 
 
+def bump(conn: sqlite3.Connection, cid: int) -> int:
+    """Add one to conversation ``cid``'s version (in the caller's write transaction); return it."""
+    conn.execute("UPDATE conversations SET version = version + 1 WHERE cid = ?", (cid,))
+    (version,) = conn.execute("SELECT version FROM conversations WHERE cid = ?", (cid,)).fetchone()
+    return int(version)
+
+
 def resolve(conn: sqlite3.Connection, tenant: str, conversation: str) -> tuple[int, int]:
     """(cid, last_seq) of an existing conversation; a missing one is the caller's error."""
     row = conn.execute(
@@ -128,9 +136,9 @@ def estimate(tokens: int | None, size: int, role: str = "") -> int:
 
 
 def conversation_info(row: Sequence[Any]) -> ConversationInfo:
-    tenant, conversation, user, created, updated, last, n, total, meta = row
+    tenant, conversation, user, created, updated, last, n, total, meta, version = row
     return ConversationInfo(
-        conversation, tenant, user, created, updated, last, n, total, json.loads(meta)
+        conversation, tenant, user, created, updated, last, n, total, json.loads(meta), version
     )
 
 

@@ -238,16 +238,20 @@ class SQLiteStore(HistoryTables):
 
     def _ensure(
         self, conn: sqlite3.Connection, conversation: str, tenant: str, user: str, metadata: str
-    ) -> tuple[int, int]:
-        """(cid, last_seq), creating the conversation for ``user``; another user's raises."""
+    ) -> tuple[int, int, int]:
+        """(cid, last_seq, version), creating the conversation for ``user``; another user's raises.
+
+        A conversation created here has version 0: the caller's write bumps it
+        (once per call, creation included).
+        """
         row = conn.execute(
-            "SELECT cid, last_seq, user FROM conversations WHERE tenant = ? AND id = ?",
+            "SELECT cid, last_seq, user, version FROM conversations WHERE tenant = ? AND id = ?",
             (tenant, conversation),
         ).fetchone()
         if row is not None:
             if row[2] != user:
                 raise not_owner(conversation, tenant, user)
-            return row[0], row[1]
+            return row[0], row[1], row[3]
         (cid,) = conn.execute("SELECT coalesce(max(cid), 0) + 1 FROM conversations").fetchone()
         now = self.clock()
         conn.execute(
@@ -255,7 +259,31 @@ class SQLiteStore(HistoryTables):
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (tenant, conversation, cid, user, now, now, metadata),
         )
-        return cid, 0
+        return cid, 0, 0
+
+    def version(self, conversation: str, *, tenant: str) -> int:
+        """The conversation's version (0 if the tenant has no such conversation).
+
+        One primary-key lookup, outside any explicit transaction: the cheap
+        "has anything changed?" of a cache keyed by version, in any process.
+        """
+        _rows.name(tenant, "tenant")
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreError(f"the store at {self.path} is closed")
+            try:
+                row = conn.execute(
+                    "SELECT version FROM conversations WHERE tenant = ? AND id = ?",
+                    (tenant, conversation),
+                ).fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"could not read from the store at {self.path}: {exc}") from exc
+            except UnicodeEncodeError as exc:
+                raise InvalidMessageError(
+                    "conversation", f"holds a character UTF-8 cannot encode ({exc.reason})"
+                ) from None
+        return 0 if row is None else int(row[0])
 
     # -- conversations ----------------------------------------------------------------
 
@@ -276,7 +304,9 @@ class SQLiteStore(HistoryTables):
         _rows.name(user, "user")
         meta = _rows.dumps(dict(metadata or {}), "metadata")
         with self._tx(True, tenant) as conn:
-            self._ensure(conn, conversation, tenant, user, meta)
+            cid, _, version = self._ensure(conn, conversation, tenant, user, meta)
+            if version == 0:  # created by this call
+                _rows.bump(conn, cid)
             row = conn.execute(
                 f"SELECT {CONV_COLUMNS} FROM conversations WHERE tenant = ? AND id = ?",
                 (tenant, conversation),
@@ -327,7 +357,7 @@ class SQLiteStore(HistoryTables):
         returned (safe retries). The same id with other content raises
         `InvalidMessageError` and nothing of the batch is written.
         """
-        return self._append(conversation, messages, tenant, user, tokens, counter, ())
+        return self._append(conversation, messages, tenant, user, tokens, counter, ())[0]
 
     def append_with_readback(
         self,
@@ -350,6 +380,25 @@ class SQLiteStore(HistoryTables):
         less to write per 10,000 messages of the benchmark thread), and the
         pointer is written with the message or not at all.
         """
+        return self._append(conversation, messages, tenant, user, tokens, counter, readback)[0]
+
+    def append_versioned(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        tenant: str,
+        user: str = "anonymous",
+        tokens: Sequence[int] | None = None,
+        counter: str = "",
+        readback: Sequence[tuple[int, str, str, float]] = (),
+    ) -> tuple[list[Message], int]:
+        """`append_with_readback`, also returning the conversation's version after the call.
+
+        The version moved by one if anything was written (the caller's cache that
+        was current at ``version - 1`` and takes in these messages is current at
+        ``version``); a retry of stored messages leaves it as it was.
+        """
         return self._append(conversation, messages, tenant, user, tokens, counter, readback)
 
     def _append(
@@ -361,7 +410,12 @@ class SQLiteStore(HistoryTables):
         tokens: Sequence[int] | None,
         counter: str,
         readback: Sequence[tuple[int, str, str, float]],
-    ) -> list[Message]:
+    ) -> tuple[list[Message], int]:
+        """The stored messages and the conversation's version after the call.
+
+        The version moves (by one) only if something was written: a retry of
+        messages all stored already, on an existing conversation, leaves it.
+        """
         _rows.name(conversation, "conversation")
         _rows.name(user, "user")
         if not isinstance(counter, str):
@@ -369,7 +423,7 @@ class SQLiteStore(HistoryTables):
         batch = _rows.prepare_messages(messages, tokens)
         refs = _rows.readback_refs(readback, batch)
         with self._tx(True, tenant) as conn:
-            cid, seq = self._ensure(conn, conversation, tenant, user, "{}")
+            cid, seq, version = self._ensure(conn, conversation, tenant, user, "{}")
             # Rows already stored under the batch's ids (retries), then the batch's own.
             known: dict[str, Sequence[Any]] = {}
             if seq and batch:
@@ -417,13 +471,18 @@ class SQLiteStore(HistoryTables):
                     if counter:
                         msg._token_cache[counter] = n  # as _rows.message does for read
                 out.append(msg)
+            changed = bool(new or refs) or version == 0  # version 0: created just now
+            if changed:
+                version += 1
             if new:
                 self._insert(conn, cid, new)
                 conn.execute(
                     "UPDATE conversations SET last_seq = ?, message_count = message_count + ?, "
-                    "token_total = token_total + ?, updated_at = ? WHERE cid = ?",
-                    (seq, len(new), total, now, cid),
+                    "token_total = token_total + ?, updated_at = ?, version = ? WHERE cid = ?",
+                    (seq, len(new), total, now, version, cid),
                 )
+            elif changed:
+                conn.execute("UPDATE conversations SET version = ? WHERE cid = ?", (version, cid))
             if refs:
                 self._put_refs(
                     conn,
@@ -431,7 +490,7 @@ class SQLiteStore(HistoryTables):
                     now,
                     [(out[i].seq or 0, call, key, ttl) for i, call, key, ttl in refs],
                 )
-        return out
+        return out, version
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, cid: int, rows: list[tuple[Any, ...]]) -> None:
@@ -585,13 +644,15 @@ class SQLiteStore(HistoryTables):
 
     def set_message_tokens(
         self, conversation: str, *, tenant: str, counts: Mapping[int, int], counter: str
-    ) -> None:
+    ) -> int:
         """Store recounted tokens (by ``counter``) for the messages with the given seqs.
 
         The conversation's running ``token_total`` moves by the difference, in the
         same transaction. A seq that is not stored raises and nothing is written.
+        Returns the conversation's version after the call (unchanged if ``counts``
+        is empty: nothing is written then).
         """
-        self.set_message_tokens_with_readback(
+        return self.set_message_tokens_with_readback(
             conversation, tenant=tenant, counts=counts, counter=counter
         )
 
@@ -603,7 +664,7 @@ class SQLiteStore(HistoryTables):
         counts: Mapping[int, int],
         counter: str,
         readback: Sequence[tuple[int, str, str, float]] = (),
-    ) -> None:
+    ) -> int:
         """`set_message_tokens`, and in the same transaction working-memory keys for tool results.
 
         ``readback`` holds ``(seq, call_id, key, ttl)`` of messages in ``counts``, as
@@ -632,7 +693,7 @@ class SQLiteStore(HistoryTables):
             for seq, n in counts.items()
         ]
         if not updates:
-            return
+            return self.version(conversation, tenant=tenant)
         with self._tx(True, tenant) as conn:
             cid, _ = _rows.resolve(conn, tenant, conversation)
             old = dict(
@@ -655,6 +716,7 @@ class SQLiteStore(HistoryTables):
             )
             if refs:
                 self._put_refs(conn, cid, self.clock(), refs)
+            return _rows.bump(conn, cid)
 
     # -- search -----------------------------------------------------------------------
 

@@ -99,8 +99,20 @@ class HistoryTables:
         got there first, and this one would cover nothing new. The check and the
         insert are one transaction, so of two processes racing, one stands down.
         """
+        return self.save_summary_versioned(summary, tenant=tenant)[0]
+
+    def save_summary_versioned(
+        self, summary: Summary, *, tenant: str, expected: int | None = None
+    ) -> tuple[Summary, int]:
+        """`save_summary`, also returning the conversation's version it wrote.
+
+        ``expected`` (if not None) is the latest summary version the caller read (0:
+        none): if another was saved since, `SummaryConflictError` carries it and
+        nothing is written.
+        """
         with self._tx(True, tenant) as conn:
-            return self._insert_summary(conn, tenant, summary)
+            saved = self._insert_summary(conn, tenant, summary, expected)
+            return saved, rows.bump(conn, rows.resolve(conn, tenant, summary.conversation)[0])
 
     def save_compaction(
         self, summary: Summary, entry: CompactionEntry, *, tenant: str
@@ -111,21 +123,52 @@ class HistoryTables:
         half-way leaves neither: a summary is never stored without its log entry.
         Refused as `save_summary` refuses, with nothing written.
         """
+        saved, logged, _ = self.save_compaction_versioned(summary, entry, tenant=tenant)
+        return saved, logged
+
+    def save_compaction_versioned(
+        self,
+        summary: Summary,
+        entry: CompactionEntry,
+        *,
+        tenant: str,
+        expected: int | None = None,
+    ) -> tuple[Summary, CompactionEntry, int]:
+        """`save_compaction`, also returning the conversation's version it wrote (one bump).
+
+        ``expected`` as for `save_summary_versioned`.
+        """
         with self._tx(True, tenant) as conn:
-            saved = self._insert_summary(conn, tenant, summary)
+            saved = self._insert_summary(conn, tenant, summary, expected)
             logged = self._insert_compaction(
                 conn, tenant, replace(entry, summary_version=saved.version)
             )
-        return saved, logged
+            return saved, logged, rows.bump(conn, rows.resolve(conn, tenant, entry.conversation)[0])
 
-    def _insert_summary(self, conn: sqlite3.Connection, tenant: str, summary: Summary) -> Summary:
+    def _insert_summary(
+        self, conn: sqlite3.Connection, tenant: str, summary: Summary, expected: int | None = None
+    ) -> Summary:
         version, from_seq, upto, tokens, method, meta = rows.summary_row(summary)
+        if expected is not None:
+            rows.count(expected, "expected")
         cid, last = rows.resolve(conn, tenant, summary.conversation)
         prev = conn.execute(
             "SELECT version, upto_seq FROM summaries WHERE cid = ? ORDER BY version DESC LIMIT 1",
             (cid,),
         ).fetchone()
         nxt, floor = (1, 0) if prev is None else (prev[0] + 1, prev[1])
+        if expected is not None and expected != nxt - 1:
+            if expected > nxt - 1:
+                raise InvalidMessageError(
+                    "expected", f"is {expected} but the latest summary version is {nxt - 1}"
+                )
+            latest = conn.execute(
+                f"SELECT {_SUMMARY} FROM summaries s WHERE s.cid = ? AND s.version = ?",
+                (cid, nxt - 1),
+            ).fetchone()
+            raise SummaryConflictError(
+                upto, rows.summary(summary.conversation, latest), expected=expected
+            )
         if version not in (0, nxt):
             raise InvalidMessageError(
                 "summary.version",
@@ -174,8 +217,15 @@ class HistoryTables:
         ``upto_seq`` must not pass the last message, and ``summary_version``, if
         given, must be a stored summary of this conversation.
         """
+        return self.log_compaction_versioned(entry, tenant=tenant)[0]
+
+    def log_compaction_versioned(
+        self, entry: CompactionEntry, *, tenant: str
+    ) -> tuple[CompactionEntry, int]:
+        """`log_compaction`, also returning the conversation's version it wrote."""
         with self._tx(True, tenant) as conn:
-            return self._insert_compaction(conn, tenant, entry)
+            logged = self._insert_compaction(conn, tenant, entry)
+            return logged, rows.bump(conn, rows.resolve(conn, tenant, entry.conversation)[0])
 
     def _insert_compaction(
         self, conn: sqlite3.Connection, tenant: str, entry: CompactionEntry
@@ -230,6 +280,21 @@ class HistoryTables:
 
         Putting an existing key replaces its value and restarts its clock.
         """
+        return self.put_working_versioned(
+            conversation, key, content, tenant=tenant, ttl=ttl, meta=meta
+        )[0]
+
+    def put_working_versioned(
+        self,
+        conversation: str,
+        key: str,
+        content: str,
+        *,
+        tenant: str,
+        ttl: float,
+        meta: Mapping[str, Any] | None = None,
+    ) -> tuple[WorkingItem, int]:
+        """`put_working`, also returning the conversation's version it wrote."""
         rows.name(key, "key")
         if not isinstance(content, str):
             raise InvalidMessageError("content", f"must be a string, got {type(content).__name__}")
@@ -247,7 +312,7 @@ class HistoryTables:
                 "meta = excluded.meta, content = excluded.content",
                 (cid, key, now, item.expires_at, meta_json, content),
             )
-        return item
+            return item, rows.bump(conn, cid)
 
     def _put_refs(
         self,
@@ -308,6 +373,12 @@ class HistoryTables:
         """
         when = self.clock() if now is None else now
         with self._tx(True, rows.EVERY_TENANT) as conn:
+            # a conversation that loses values is written to: its version moves
+            conn.execute(
+                "UPDATE conversations SET version = version + 1 WHERE cid IN "
+                "(SELECT DISTINCT cid FROM working_memory WHERE expires_at <= ?)",
+                (when,),
+            )
             cur = conn.execute("DELETE FROM working_memory WHERE expires_at <= ?", (when,))
         return cur.rowcount
 
@@ -315,6 +386,12 @@ class HistoryTables:
 
     def pin(self, conversation: str, content: str, *, tenant: str, priority: int = 0) -> PinnedItem:
         """Pin ``content`` to the conversation; lower ``priority`` is more important."""
+        return self.pin_versioned(conversation, content, tenant=tenant, priority=priority)[0]
+
+    def pin_versioned(
+        self, conversation: str, content: str, *, tenant: str, priority: int = 0
+    ) -> tuple[PinnedItem, int]:
+        """`pin`, also returning the conversation's version it wrote."""
         if not isinstance(content, str):
             raise InvalidMessageError("content", f"must be a string, got {type(content).__name__}")
         if isinstance(priority, bool) or not isinstance(priority, int):
@@ -326,17 +403,27 @@ class HistoryTables:
                 "INSERT INTO pinned (cid, priority, created_at, content) VALUES (?, ?, ?, ?)",
                 (cid, int(priority), now, content),
             )
-        return PinnedItem(cur.lastrowid or 0, conversation, content, int(priority), now)
+            item = PinnedItem(cur.lastrowid or 0, conversation, content, int(priority), now)
+            return item, rows.bump(conn, cid)
 
     def unpin(self, conversation: str, pin_id: int, *, tenant: str) -> bool:
         """Remove a pin; False if this conversation has no pin with that id."""
+        return self.unpin_versioned(conversation, pin_id, tenant=tenant)[0]
+
+    def unpin_versioned(self, conversation: str, pin_id: int, *, tenant: str) -> tuple[bool, int]:
+        """`unpin`, also returning the conversation's version after it (moved only if removed)."""
         with self._tx(True, tenant) as conn:
-            cur = conn.execute(
-                "DELETE FROM pinned WHERE id = ? AND cid = "
-                "(SELECT cid FROM conversations WHERE tenant = ? AND id = ?)",
-                (pin_id, tenant, conversation),
-            )
-        return cur.rowcount > 0
+            row = conn.execute(
+                "SELECT cid, version FROM conversations WHERE tenant = ? AND id = ?",
+                (tenant, conversation),
+            ).fetchone()
+            if row is None:
+                return False, 0
+            cid, version = row
+            cur = conn.execute("DELETE FROM pinned WHERE id = ? AND cid = ?", (pin_id, cid))
+            if cur.rowcount == 0:
+                return False, int(version)
+            return True, rows.bump(conn, cid)
 
     def pinned(self, conversation: str, *, tenant: str) -> list[PinnedItem]:
         """The pins, most important (lowest priority number) first, then in pin order."""
