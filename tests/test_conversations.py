@@ -648,7 +648,13 @@ def test_offloaded_results_are_not_stored_twice(convs):
 
 
 class PlainStore:
-    """A `Store` that is not an SQLiteStore: Conversations must use put_working."""
+    """A `Store` with the protocol's methods only (none of an SQLiteStore's extra
+    capabilities, such as ``append_versioned``): Conversations must use put_working."""
+
+    EXTRAS = frozenset(
+        {"append_versioned", "append_with_readback", "set_message_tokens_with_readback",
+         "save_compaction_versioned"}
+    )  # fmt: skip
 
     def __init__(self, inner: SQLiteStore) -> None:
         self.inner = inner
@@ -659,6 +665,8 @@ class PlainStore:
         return self.inner.put_working(conversation, key, content, **kw)
 
     def __getattr__(self, name):
+        if name in self.EXTRAS:
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
 
@@ -1472,7 +1480,7 @@ class _Overtaken(SQLiteStore):
 
     rival: Conversations | None = None
 
-    def save_compaction(self, summary, entry, *, tenant):
+    def _rival_first(self, summary, tenant):
         rival, self.rival = self.rival, None
         if rival is not None:  # its own thread: this one may be inside an event loop
             done = threading.Thread(
@@ -1481,7 +1489,14 @@ class _Overtaken(SQLiteStore):
             )  # fmt: skip
             done.start()
             done.join()
+
+    def save_compaction(self, summary, entry, *, tenant):
+        self._rival_first(summary, tenant)
         return super().save_compaction(summary, entry, tenant=tenant)
+
+    def save_compaction_versioned(self, summary, entry, *, tenant, **kw):
+        self._rival_first(summary, tenant)
+        return super().save_compaction_versioned(summary, entry, tenant=tenant, **kw)
 
 
 @pytest.mark.parametrize("background", [False, True])

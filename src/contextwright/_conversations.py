@@ -141,9 +141,6 @@ class Conversations(_CompactionMixin):
         self.window_tokens = window_tokens or budget or 32_000
         self.clock = clock
         self._tails = TailCache(max_cached_conversations, self._busy)
-        self._change_token: Callable[[], tuple[int, int]] | None = getattr(
-            store, "change_token", None
-        )
         self._bg = Background()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
@@ -263,13 +260,12 @@ class Conversations(_CompactionMixin):
     ) -> tuple[list[Message], _Written]:
         """Store a prepared batch and its offloaded tool results, on the calling thread.
 
-        A batch without offloads is a plain `Store.append`. With offloads, an
-        `SQLiteStore` keeps the messages and their read-back keys in one
-        transaction (``append_with_readback``), the keys referring to the stored
-        tool results (the store already keeps them verbatim: no second copy);
-        another `Store` gets the originals with `put_working`, one call each,
-        after the messages. Also returns the store's change tokens around that one
-        transaction, when it has them (see `_tail`).
+        A store with ``append_versioned`` keeps the messages and their read-back
+        keys in one transaction, the keys referring to the stored tool results
+        (the store already keeps them verbatim: no second copy), and says which
+        version of the conversation that write left; another `Store` gets a plain
+        `Store.append` and the originals with `put_working`, one call each, after
+        the messages (the version is then not known: None).
         """
         counter = self.engine.count_key
         store = self.store
@@ -278,35 +274,35 @@ class Conversations(_CompactionMixin):
             for i, (_, offloads) in enumerate(views)
             for key, call_id, _, ttl in offloads
         ]
-        if readback and isinstance(store, SQLiteStore):
-            stored = store.append_with_readback(
+        versioned = getattr(store, "append_versioned", None)
+        if versioned is not None:
+            stored, version = versioned(
                 conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
                 readback=readback,
             )  # fmt: skip
-        else:
-            stored = store.append(
-                conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
-            )
-            self._put_originals(conversation, tenant, views)  # none for an SQLiteStore
-        return stored, self._written()
+            return stored, version
+        stored = store.append(
+            conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
+        )
+        self._put_originals(conversation, tenant, views)
+        return stored, None
 
     def _save_compaction(
         self, summary: Summary, entry: CompactionEntry, tenant: str
     ) -> tuple[Summary, _Written]:
-        """`Store.save_compaction` on the calling thread, and the change tokens around it."""
+        """`Store.save_compaction` on the calling thread, and the version it left (if known)."""
+        versioned = getattr(self.store, "save_compaction_versioned", None)
+        if versioned is not None:
+            saved, _, version = versioned(summary, entry, tenant=tenant)
+            return saved, version
         saved, _ = self.store.save_compaction(summary, entry, tenant=tenant)
-        return saved, self._written()
-
-    def _written(self) -> _Written:
-        """The store's change tokens around this thread's last write, if it has them."""
-        store = self.store
-        return store.last_write_tokens() if isinstance(store, SQLiteStore) else None
+        return saved, None
 
     def _put_originals(
         self, conversation: str, tenant: str, views: Sequence[tuple[Message, Sequence[Offload]]]
     ) -> None:
         """Offloaded tool results as working-memory copies: for a `Store` that cannot
-        keep read-back keys to its stored messages (an `SQLiteStore` can)."""
+        keep read-back keys to its stored messages (one with ``append_versioned`` can)."""
         for _, offloads in views:
             for key, _, original, ttl in offloads:
                 self.store.put_working(
@@ -327,8 +323,8 @@ class Conversations(_CompactionMixin):
     ) -> None:
         """Add freshly stored messages to the tail, if nobody else wrote in between.
 
-        ``written`` are the store's change tokens around the write that stored
-        them: a tail that was current just before it stays current after it.
+        ``written`` is the conversation's version that the write which stored them
+        left: a tail that was current at the version before stays current after it.
 
         ``views`` and ``tokens`` belong to ``stored[first:]``; the messages before
         ``first`` were stored uncounted by a bulk import (see `_settle`), which
@@ -364,7 +360,7 @@ class Conversations(_CompactionMixin):
             kept.append(saved)
         users = sum(1 for m in stored if m.role == "user")
         with tail.lock:
-            tail.synced = written[1] if written and tail.synced == written[0] else None
+            tail.follow(written)
             last = tail.last_seq
             for saved, cost in zip(counted, tokens, strict=True):
                 seq = saved.seq or 0
@@ -497,8 +493,9 @@ class Conversations(_CompactionMixin):
         messages: Sequence[Message],
         views: Sequence[tuple[Message, Sequence[Offload]]],
         tokens: Sequence[int],
-    ) -> None:
-        """Store counts (and read-back keys) for stored messages that lacked them, on the calling thread."""
+    ) -> int | None:
+        """Store counts (and read-back keys) for stored messages that lacked them, on the
+        calling thread; the version that left, if known."""
         counts = {m.seq or 0: n for m, n in zip(messages, tokens, strict=True)}
         refs = [
             (m.seq or 0, call_id, key, ttl)
@@ -506,13 +503,15 @@ class Conversations(_CompactionMixin):
             for key, call_id, _, ttl in offloads
         ]
         store, name = self.store, self.engine.count_key
-        if isinstance(store, SQLiteStore):
-            store.set_message_tokens_with_readback(
+        with_readback = getattr(store, "set_message_tokens_with_readback", None)
+        if with_readback is not None:
+            version = with_readback(
                 conversation, tenant=tenant, counts=counts, counter=name, readback=refs
             )
-            return
+            return version if isinstance(version, int) else None
         store.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=name)
         self._put_originals(conversation, tenant, views)
+        return None
 
     async def _settle(
         self, conversation: str, tenant: str, user: str, stored: list[Message]
@@ -673,57 +672,69 @@ class Conversations(_CompactionMixin):
     async def _synced_tail(self, conversation: str, tenant: str) -> Tail:
         """The conversation's tail, brought up to date with the store (O(new messages)).
 
-        With a store that has change tokens (`SQLiteStore.change_token`), a tail
-        that was current at the store's present token is returned as it is: nothing
-        was written since, by this process or another, so the conversation need
-        not be asked for. Its own appends keep it current (`_grow_tail`).
+        The cached tail is an accelerator keyed by the conversation's version
+        (`Store.version`, one cheap query): at the version it was last current at,
+        nothing was written since, by this process or another, and it is returned
+        as it is (its own writes keep it current: `Tail.follow`). Otherwise it
+        catches up with what is new (messages, counts, a newer summary), or is read
+        afresh when much is new; a conversation with no cached tail is read from the
+        store, as a new process would.
         """
         key = (tenant, conversation)
         tail = self._tails.get(key)
-        token: tuple[int, int] | None = None
-        if self._change_token is not None:
-            token = await self.db._run(self._change_token)
-            if tail is not None and tail.synced == token:
-                return tail
+        version = await self.db.version(conversation, tenant=tenant)
+        if tail is not None and tail.version == version:
+            return tail
         info = await self.db.get_conversation(conversation, tenant=tenant)
         if tail is None:
             tail = Tail()
             if info is not None:
-                # cold start (once per conversation per process)
                 tail.owner = info.user
-                await self._load_tail(tail, conversation, tenant, info)
+                written = await self._load_tail(tail, conversation, tenant, info)
+                with tail.lock:
+                    tail.version = info.version
+                    tail.follow(written)  # the load stored counts it made: still current
+            else:
+                tail.version = 0  # no such conversation (yet)
             self._tails.put(key, tail)
-            tail.synced = token  # if the load wrote counts, the token moved on: checked again
+            return tail
+        if info is None:  # not made yet: the tail has nothing either
+            with tail.lock:
+                tail.version = 0
             return tail
         with tail.lock:
-            tail.synced = None  # until brought up to date below
-            if info is not None:
-                tail.owner = info.user
-        if info is not None and info.last_seq > tail.last_seq:
-            if info.last_seq - tail.last_seq > _RELOAD_AFTER:
-                # Much was written elsewhere (another process imported, say): read
-                # the tail afresh, as a new process would, instead of every message.
-                await self._load_tail(tail, conversation, tenant, info)
-                tail.synced = token
-                return tail
-            # another process wrote: take its messages and any newer summary
-            new = await self.db.read(conversation, tenant=tenant, after_seq=tail.last_seq)
-            self._absorb(tail, new)
+            tail.version = None  # until brought up to date below
+            tail.owner = info.user
+        if info.last_seq - tail.last_seq > _RELOAD_AFTER:
+            # Much was written elsewhere (another process imported, say): read
+            # the tail afresh, as a new process would, instead of every message.
+            written = await self._load_tail(tail, conversation, tenant, info)
             with tail.lock:
-                tail.total_tokens = info.token_total
-            latest = await self.db.latest_summary(conversation, tenant=tenant)
-            if latest is not None and (
-                tail.summary is None or latest.version != tail.summary.version
-            ):
-                self._apply_summary(tail, latest)
+                tail.version = info.version
+                tail.follow(written)
+            return tail
+        if info.last_seq > tail.last_seq:  # another writer's messages
+            new = await self.db.read(
+                conversation, tenant=tenant, after_seq=tail.last_seq, upto_seq=info.last_seq
+            )
+            self._absorb(tail, new)
+        latest = await self.db.latest_summary(conversation, tenant=tenant)
+        if latest is not None and (tail.summary is None or latest.version > tail.summary.version):
+            self._apply_summary(tail, latest)
         with tail.lock:
-            tail.synced = token
+            # the store's running total (counts stored since by anyone included)
+            tail.total_tokens = info.token_total
+            tail.version = info.version
         return tail
 
     async def _load_tail(
         self, tail: Tail, conversation: str, tenant: str, info: ConversationInfo
-    ) -> None:
-        """(Re)fill ``tail`` from the store: the summary, the newest messages after it, totals."""
+    ) -> int | None:
+        """(Re)fill ``tail`` from the store: the summary, the newest messages after it, totals.
+
+        Returns the version left by storing the counts of messages it found
+        uncounted (None if it stored none, or the store does not say).
+        """
         summary = await self.db.latest_summary(conversation, tenant=tenant)
         msgs = await self.db.read_tail(
             conversation, tenant=tenant, max_tokens=2 * self.window_tokens,
@@ -747,9 +758,10 @@ class Conversations(_CompactionMixin):
         uncounted = [m for m in msgs if not m._token_cache]
         absorbed = self._absorb(tail, msgs, uncounted)
         added = 0
+        written: int | None = None
         if absorbed:
             ms, vs, ns = zip(*absorbed, strict=True)
-            await self.db._run(
+            written = await self.db._run(
                 functools.partial(self._store_counts, conversation, tenant, ms, vs, ns)
             )
             added = sum(ns)
@@ -760,6 +772,7 @@ class Conversations(_CompactionMixin):
             tail.covered_tokens = covered
         if newer is not None:  # adopted meanwhile by a background summary of this process
             self._apply_summary(tail, newer)
+        return written
 
     async def _covered_tokens(
         self, conversation: str, tenant: str, summary: Summary | None, total: int
@@ -794,13 +807,13 @@ class Conversations(_CompactionMixin):
     def _apply_summary(self, tail: Tail, summary: Summary, written: _Written = None) -> None:
         """Adopt a new summary: drop tail messages it covers.
 
-        ``written`` are the store's change tokens around the write that saved it,
-        when this process saved it: a tail that was current just before that write
-        stays current (see `_tail`), so the next build need not ask the store.
+        ``written`` is the version that the write which saved it left, when this
+        process saved it: a tail that was current just before that write stays
+        current (`Tail.follow`), so the next build need not catch up.
         """
         with tail.lock:
-            if written and tail.synced == written[0]:
-                tail.synced = written[1]
+            if written is not None:
+                tail.follow(written)
             if tail.summary is not None and tail.summary.version >= summary.version:
                 return
             tail.summary = summary

@@ -45,9 +45,9 @@ class Tail:
     # The user the conversation belongs to, once it exists; set before any of its
     # messages enter the tail, so that a tail with messages always knows its owner.
     owner: str | None = None
-    # The store's change token when the tail was last known to hold everything
-    # stored (see `Conversations._tail`); None: ask the store.
-    synced: tuple[int, int] | None = None
+    # The conversation's version (`Store.version`) at which the tail was last known
+    # to hold everything stored (see `Conversations._synced_tail`); None: unknown.
+    version: int | None = None
     # Background summaries adopt their result from another thread.
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -55,6 +55,19 @@ class Tail:
         """(messages, user turns, summary, last seq), read together."""
         with self.lock:
             return list(self.messages), self.user_turns, self.summary, self.last_seq
+
+    def follow(self, written: int | None) -> None:
+        """Take in the version a write of this process left (call under ``lock``).
+
+        A tail that was current at the version just before that write, and has
+        taken in what it wrote, is current at ``written``; otherwise (another
+        writer came in between, or the version is not known) it must ask.
+        """
+        current = self.version
+        if written is None or current is None or written - current not in (0, 1):
+            self.version = None
+        else:
+            self.version = written
 
     @property
     def boundary(self) -> int:

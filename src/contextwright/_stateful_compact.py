@@ -39,8 +39,8 @@ __all__ = ["MemoryFlush", "Offload"]
 MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 # A tool result to offload: (working-memory key, call id, original text, ttl).
 Offload = tuple[str, str, str, float]
-# An `SQLiteStore` write's change tokens, before and after it (see `Conversations._tail`).
-_Written = tuple[tuple[int, int], tuple[int, int]] | None
+# The conversation's version a write left, when the store says (see `Tail.follow`).
+_Written = int | None
 
 
 class _StoodDown(Exception):
@@ -77,7 +77,7 @@ class _CompactionMixin:
         def _store_counts(
             self, conversation: str, tenant: str, messages: Sequence[Message],
             views: Sequence[tuple[Message, Sequence[Offload]]], tokens: Sequence[int],
-        ) -> None: ...  # fmt: skip
+        ) -> int | None: ...  # fmt: skip
 
     def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
         """Summarise in the background, once per conversation at a time."""
