@@ -697,6 +697,7 @@ def test_bulk_appends_leave_the_tail_single_appends_leave(tmp_path, batch):
     msgs = thread(120)
     engine = ContextEngine(counter=H, budget=600)
     convs = Conversations(engine, SQLiteStore(tmp_path / "t.db"))
+
     async def no_summary(*a, **k):
         return None
 

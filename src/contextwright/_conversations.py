@@ -1053,9 +1053,17 @@ class Conversations:
 
         return self._run(collect())
 
-    async def wait_idle(self, timeout: float | None = 30.0) -> None:
-        """Wait until every background job this process enqueued has run (tests, shutdown)."""
-        await self._runner.wait_idle(timeout)
+    async def wait_idle(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> None:
+        """Wait until every background job this process enqueued has run (tests, shutdown).
+
+        ``all_jobs``: until the queue holds no pending or running job at all, other
+        processes' and dead workers' included (this process takes those over when
+        their lease runs out).
+        """
+        if all_jobs:
+            await self._runner.wait_all(timeout)
+        else:
+            await self._runner.wait_idle(timeout)
 
     async def jobs(self, *, tenant: str | None = None, state: str | None = None) -> list[Job]:
         """The background jobs in the queue: pending, running, and ``failed`` ones with their error."""
@@ -1165,8 +1173,8 @@ class Conversations:
     def compact_sync(self, conversation: str, **kw: Any) -> CompactionResult:
         return self._run(self.compact(conversation, **kw))
 
-    def wait_idle_sync(self, timeout: float | None = 30.0) -> None:
-        self._run(self.wait_idle(timeout))
+    def wait_idle_sync(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> None:
+        self._run(self.wait_idle(timeout, all_jobs=all_jobs))
 
     def close(self) -> None:
         """Let background jobs finish (up to 10 s), stop the background thread,

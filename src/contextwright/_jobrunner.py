@@ -110,7 +110,7 @@ class JobRunner:
 
     def retry_in(self, attempts: int) -> float:
         """Seconds before retrying a job that has failed ``attempts`` times."""
-        return min(self.retry_cap, self.retry_base * 2 ** max(0, attempts - 1))
+        return float(min(self.retry_cap, self.retry_base * 2.0 ** max(0, attempts - 1)))
 
     # -- enqueueing and running ----------------------------------------------------------
 
@@ -260,6 +260,26 @@ class JobRunner:
                 [asyncio.wrap_future(f) for f in waiting], timeout=step,
                 return_when=asyncio.FIRST_COMPLETED,
             )  # fmt: skip
+
+    async def wait_all(self, timeout: float | None = None) -> bool:
+        """Wait until the queue holds no pending or running job of this runner's kinds,
+        whoever enqueued it (another process's, a dead worker's); False on ``timeout``.
+
+        Jobs another worker holds or that wait for a retry are waited for too; the
+        queue is asked again every 0.1 s.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.inline:
+                await self.run_due()
+            due = await self.jobs.next_due(self.kinds, worker=self.worker, lease=self.lease)
+            if due is None:
+                await self._reap()
+                return True
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            await asyncio.sleep(_POLL if left is None else min(_POLL, left))
 
     # -- the thread ----------------------------------------------------------------------
 

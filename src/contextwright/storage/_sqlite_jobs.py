@@ -142,7 +142,7 @@ class SQLiteJobs:
                 "UPDATE jobs SET lease_until = ? WHERE id = ? AND claim = ? AND state = 'running'",
                 (self.clock() + lease, job.id, job.claim),
             )
-            return done.rowcount == 1
+            return bool(done.rowcount == 1)
 
     def _complete(self, job: Job) -> None:
         with self._tx(True) as conn:
