@@ -7,7 +7,8 @@ compaction plans from, without decoding them), versioned summaries, a compaction
 log, a short-lived working memory, pinned items, and full-text search over old
 turns in English and Chinese — every call scoped by tenant. `SQLiteStore` is the
 embedded default (one SQLite file, WAL, FTS5); `AsyncStore` runs any store on a
-worker thread for async callers. The records it returns are frozen dataclasses.
+worker thread for async callers. `Jobs` is the durable queue of background work
+(`SQLiteJobs` in the same file, `MemoryJobs` in process). The records it returns are frozen dataclasses.
 Compaction never deletes a message: summaries replace old turns in the prompt,
 the originals stay stored and searchable.
 
@@ -28,17 +29,23 @@ from ._base import (
     WorkingItem,
     default_db_path,
 )
+from ._jobs import Job, Jobs, MemoryJobs
 from ._migrations import MIGRATIONS, Migration, apply_migrations, migration
 from ._sqlite import SQLiteStore
+from ._sqlite_jobs import SQLiteJobs
 
 __all__ = [
     "MIGRATIONS",
     "AsyncStore",
     "CompactionEntry",
     "ConversationInfo",
+    "Job",
+    "Jobs",
+    "MemoryJobs",
     "MessageOutline",
     "Migration",
     "PinnedItem",
+    "SQLiteJobs",
     "SQLiteStore",
     "SearchHit",
     "Store",
