@@ -40,12 +40,12 @@ def test_public_api_is_pinned():
 # docs/architecture.md: imports point one way, from the interfaces down.
 LAYERS = {
     "_messages": 0, "_cache": 0, "_errors": 0, "_lexical": 0, "_heuristic": 0, "_eager": 0,
-    "_shutdown": 0,
+    "_shutdown": 0, "_sync": 0,
     "_tokens": 1, "adapters": 1, "storage": 1, "llm": 1, "_jobrunner": 1,
     "_blocks": 2, "_budget": 2, "memory": 2, "knowledge": 2, "_fit": 2,
     "sources": 3, "_window": 3, "history": 3,
     "_receipt": 4, "_fetch": 4, "_engine": 4, "_conversations": 4, "_stateful": 4,
-    "_stateful_compact": 4,
+    "_stateful_compact": 4, "_tails": 4, "_tail_sync": 4, "_write_path": 4,
     "cli": 5, "data": 5, "_files": 5, "_cli_history": 5, "_eval": 5,
 }  # fmt: skip
 

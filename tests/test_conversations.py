@@ -1355,7 +1355,7 @@ def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_pat
     engine = ContextEngine(system_prompt="You are helpful.", counter=H, budget=3000)
     c = Conversations(engine, SQLiteStore(db), window_tokens=300)
     moved: list[tuple[int, int]] = []  # per write of counts: (the other's move, this one's)
-    original = c._store_counts
+    original = c._writes.store_counts
 
     def total() -> int:
         return other.get_conversation("imp", tenant="t").token_total
@@ -1370,7 +1370,7 @@ def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_pat
         moved.append((middle - start, total() - middle))
         return None
 
-    c._store_counts = counted_elsewhere_first  # type: ignore[method-assign]
+    c._writes.store_counts = counted_elsewhere_first  # type: ignore[method-assign]
     try:
         c.import_sync("imp", thread(60), tenant="t", user="u", batch_size=20)
         c.wait_idle_sync()

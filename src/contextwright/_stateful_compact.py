@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ._budget import Budget
 from ._errors import StoreError, SummaryConflictError, UserError
 from ._messages import Message
-from ._stateful import Tail
+from ._tails import Tail
 from ._tokens import count_message
 from .history import (
     CompactionCheck,
