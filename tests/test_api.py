@@ -45,7 +45,7 @@ LAYERS = {
     "_blocks": 2, "_budget": 2, "memory": 2, "knowledge": 2, "_fit": 2,
     "sources": 3, "_window": 3, "history": 3,
     "_receipt": 4, "_fetch": 4, "_engine": 4, "_conversations": 4, "_stateful": 4,
-    "_stateful_compact": 4, "_tails": 4, "_tail_sync": 4, "_write_path": 4,
+    "_stateful_compact": 4, "_tails": 4, "_tail_sync": 4, "_write_path": 4, "_live": 4,
     "cli": 5, "data": 5, "_files": 5, "_cli_history": 5, "_eval": 5,
 }  # fmt: skip
 

@@ -27,8 +27,6 @@ the originals stay searchable — the recall source brings exact old turns back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
@@ -37,6 +35,7 @@ from ._budget import Budget
 from ._engine import ContextEngine
 from ._errors import ConfigError, InvalidMessageError
 from ._jobrunner import JobRunner
+from ._live import can_cut, live_check, window_allowance
 from ._messages import Message
 from ._receipt import BuiltContext
 from ._stateful import StoreCalls
@@ -55,9 +54,7 @@ from .history import (
     Summarizer,
     ToolResultCompressor,
     TurnRanker,
-    check,
     readback_page,
-    summary_boundary,
 )
 from .storage import (
     AsyncStore,
@@ -356,29 +353,9 @@ class Conversations:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if isinstance(messages, Message):
             raise InvalidMessageError("messages", "must be an iterable of Message, got one Message")
-        stored: list[Message] = []
-        it = iter(messages)
-        chunk = list(itertools.islice(it, batch_size))
-        deferred = False
-        try:
-            while chunk:
-                after = list(itertools.islice(it, batch_size))
-                if after or deferred:
-                    # more than one batch: stored uncounted, the newest counted at the end
-                    deferred = True
-                    stored += await self._writes.write_uncounted(conversation, chunk, tenant, user)
-                else:  # a single batch is counted and stored as `append` would
-                    stored += await self._writes.write(conversation, chunk, tenant, user)
-                if progress is not None:
-                    progress(len(chunk))
-                chunk = after
-        except BaseException:
-            if deferred and stored:  # what was stored still gets its tail counted
-                with contextlib.suppress(Exception):
-                    await self._writes.settle(conversation, tenant, user, stored)
-            raise
-        if deferred:
-            await self._writes.settle(conversation, tenant, user, stored)
+        stored = await self._writes.import_batches(
+            conversation, messages, tenant, user, batch_size, progress
+        )
         optimize = getattr(self.store, "optimize_search_index", None)
         if stored and optimize_index and optimize is not None:
             await self.db._run(optimize)
@@ -475,72 +452,13 @@ class Conversations:
         return built
 
     def _can_cut(self, tail: Tail) -> bool:
-        """Whether a first summary could cover anything (`summary_boundary` > 0).
-
-        A tail that does not start at the conversation's first message has older
-        messages before it, which a summary covers; one that does holds the whole
-        conversation, and the boundary is computed on it. One unit a summary cannot
-        cut (a call with all its results) then costs no compaction per build.
-        """
-        with tail.lock:
-            if not tail.messages or (tail.messages[0].seq or 0) > 1:
-                return bool(tail.messages)
-            messages = list(tail.messages)
-        return summary_boundary(messages, self.compaction.keep_recent_messages) > 0
+        return can_cut(tail, self.compaction.keep_recent_messages)
 
     def _check(self, tail: Tail, budget: Budget | int | None) -> CompactionCheck:
-        """How big the live conversation is (summary + everything after it), O(tail).
-
-        No emergency zone here: the window already keeps every build within its
-        budget; the zone (95 % of the budget) is for callers who send whole histories.
-        """
-        window = self._window_allowance(budget)
-        keep = self.compaction.keep_recent_messages
-        acc = kept = 0
-        in_window: int | None = None
-        with tail.lock:  # newest first, past the window and the kept ones (no copy)
-            summary = tail.summary
-            n = len(tail.messages)
-            last = tail.last_seq
-            for k, cost in enumerate(reversed(tail.costs)):
-                acc += cost
-                if k < keep:
-                    kept = acc  # the newest messages, which a summary must leave out
-                if in_window is None and acc > window:
-                    in_window = k
-                if in_window is not None and k + 1 >= keep:
-                    break
-        summary_tokens = summary.tokens if summary else 0
-        unsummarized = tail.unsummarized_tokens
-        # The summary triggers count what lies outside the window and a summary may
-        # cover: not the newest ``keep_recent_messages``, even where the window
-        # cannot show them all (else every build found a summary due that could
-        # cover almost nothing). By seq (gapless), so that messages older than the
-        # tail count too, uncounted ones (a bulk import) included.
-        pending = max(0, last - (summary.upto_seq if summary else 0))
-        coverable = max(0, pending - keep)
-        outside_msgs = min(max(0, pending - (n if in_window is None else in_window)), coverable)
-        if n >= min(keep, pending):
-            coverable_tokens = max(0, unsummarized - kept)
-        else:  # the kept messages reach back past the tail: share the tokens evenly
-            coverable_tokens = unsummarized * coverable // pending
-        outside = min(max(0, unsummarized - window), coverable_tokens)
-        return check(
-            self.compaction, live_tokens=summary_tokens + unsummarized,
-            unsummarized_messages=outside_msgs, unsummarized_tokens=outside,
-        )  # fmt: skip
-
-    def _budget_tokens(self, budget: Budget | int | None) -> int | None:
-        if isinstance(budget, int):
-            return budget
-        if isinstance(budget, Budget):
-            return budget.input_tokens
-        return self.engine.budget.input_tokens if self.engine.budget else None
+        return live_check(self.compaction, tail, self._window_allowance(budget))
 
     def _window_allowance(self, budget: Budget | int | None) -> int:
-        total = self._budget_tokens(budget) or self.window_tokens
-        b = budget if isinstance(budget, Budget) else self.engine.budget or Budget(total)
-        return int(total * b.weights()["recent"])
+        return window_allowance(self.engine.budget, self.window_tokens, budget)
 
     async def check(
         self,

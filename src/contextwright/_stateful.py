@@ -1,10 +1,8 @@
-"""The stateful mode's machinery: the in-process tail, store calls, background jobs.
+"""The stateful mode's store calls and background loop.
 
-`Conversations` (``_conversations.py``) is built from these: a `Tail` per
-conversation (the newest prompt-ready messages and running totals), kept for
-the most recently used conversations in a `TailCache`, `StoreCalls`
-(the store as coroutines, inline under the sync API), and `Background` (one
-daemon thread with an event loop, for summaries that sync callers get too).
+`StoreCalls` is the store as coroutines for `Conversations` (inline under the
+sync API); `Background` one daemon thread with an event loop. The tails live in
+``_tails.py``.
 """
 
 from __future__ import annotations
@@ -14,115 +12,17 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ._errors import StoreError
-from ._messages import Message
 from ._shutdown import at_shutdown
-from .storage import AsyncStore, Store, Summary
+from .storage import AsyncStore, Store
 
-__all__ = ["Background", "StoreCalls", "Tail", "TailCache"]
+__all__ = ["Background", "StoreCalls"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Tail:
-    """The newest prompt-ready messages of one conversation, and where they stand."""
-
-    messages: deque[Message] = field(default_factory=deque)
-    costs: deque[int] = field(default_factory=deque)  # the prompt cost of each of ``messages``
-    tokens: int = 0  # sum of the prompt costs of ``messages``
-    last_seq: int = 0  # newest seq this process has seen
-    user_turns: int = 0
-    total_tokens: int = 0  # stored prompt cost of the whole conversation (running sum)
-    covered_tokens: int = 0  # of that, what the summary covers
-    summary: Summary | None = None
-    # The user the conversation belongs to, once it exists; set before any of its
-    # messages enter the tail, so that a tail with messages always knows its owner.
-    owner: str | None = None
-    # The conversation's version (`Store.version`) at which the tail was last known
-    # to hold everything stored (see `Conversations._synced_tail`); None: unknown.
-    version: int | None = None
-    # Background summaries adopt their result from another thread.
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def snapshot(self) -> tuple[list[Message], int, Summary | None, int]:
-        """(messages, user turns, summary, last seq), read together."""
-        with self.lock:
-            return list(self.messages), self.user_turns, self.summary, self.last_seq
-
-    def follow(self, written: int | None) -> None:
-        """Take in the version a write of this process left (call under ``lock``).
-
-        A tail that was current at the version just before that write, and has
-        taken in what it wrote, is current at ``written``; otherwise (another
-        writer came in between, or the version is not known) it must ask.
-        """
-        current = self.version
-        if written is None or current is None or written - current not in (0, 1):
-            self.version = None
-        else:
-            self.version = written
-
-    @property
-    def boundary(self) -> int:
-        return self.summary.upto_seq if self.summary else 0
-
-    @property
-    def unsummarized_tokens(self) -> int:
-        return max(0, self.total_tokens - self.covered_tokens)
-
-
-class TailCache:
-    """The tails of the ``maxsize`` most recently used conversations (least recently used
-    evicted first).
-
-    A tail only saves reading the store: an evicted conversation's next build reads
-    its tail afresh (`Conversations._load_tail`), as a new process would, and builds
-    the same context. ``busy(key)`` marks tails that are not evicted while it holds
-    (a background summary is adopting its result into them), so the cache may hold
-    more than ``maxsize`` while such work is under way.
-    """
-
-    def __init__(self, maxsize: int, busy: Callable[[tuple[str, str]], bool]) -> None:
-        self.maxsize = maxsize
-        self._busy = busy
-        self._items: OrderedDict[tuple[str, str], Tail] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __getitem__(self, key: tuple[str, str]) -> Tail:
-        with self._lock:
-            return self._items[key]
-
-    def get(self, key: tuple[str, str]) -> Tail | None:
-        with self._lock:
-            tail = self._items.get(key)
-            if tail is not None:
-                self._items.move_to_end(key)
-            return tail
-
-    def clear(self) -> None:
-        """Forget every tail (busy ones too: what they adopt is in the store as well)."""
-        with self._lock:
-            self._items.clear()
-
-    def put(self, key: tuple[str, str], tail: Tail) -> None:
-        with self._lock:
-            self._items[key] = tail
-            self._items.move_to_end(key)
-            over = len(self._items) - self.maxsize
-            if over <= 0:
-                return
-            for old in [k for k in self._items if k != key and not self._busy(k)][:over]:
-                del self._items[old]
 
 
 class StoreCalls(AsyncStore):

@@ -13,8 +13,10 @@ methods otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ._errors import InvalidMessageError
@@ -248,3 +250,38 @@ class Writes:
                 functools.partial(self.store_counts, conversation, tenant, ms, vs, ns)
             )
         self.c._keeper.grow(conversation, tenant, user, stored, views, tokens, first)
+
+    async def import_batches(
+        self, conversation: str, messages: Iterable[Message], tenant: str, user: str,
+        batch_size: int, progress: Callable[[int], object] | None,
+    ) -> list[Message]:  # fmt: skip
+        """Store ``messages`` in batches of ``batch_size`` (`Conversations.import_messages`).
+
+        One batch is counted and stored as an append would; more are stored
+        uncounted, and the newest of them counted at the end (`settle`), also when
+        a batch fails part way.
+        """
+        stored: list[Message] = []
+        it = iter(messages)
+        chunk = list(itertools.islice(it, batch_size))
+        deferred = False
+        try:
+            while chunk:
+                after = list(itertools.islice(it, batch_size))
+                if after or deferred:
+                    # more than one batch: stored uncounted, the newest counted at the end
+                    deferred = True
+                    stored += await self.write_uncounted(conversation, chunk, tenant, user)
+                else:  # a single batch is counted and stored as `append` would
+                    stored += await self.write(conversation, chunk, tenant, user)
+                if progress is not None:
+                    progress(len(chunk))
+                chunk = after
+        except BaseException:
+            if deferred and stored:  # what was stored still gets its tail counted
+                with contextlib.suppress(Exception):
+                    await self.settle(conversation, tenant, user, stored)
+            raise
+        if deferred:
+            await self.settle(conversation, tenant, user, stored)
+        return stored
