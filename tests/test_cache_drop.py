@@ -17,11 +17,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from contextwright import ContextEngine, Conversations, HeuristicCounter, Message, ToolCallPart
+from contextwright import (
+    ConfigError,
+    ContextEngine,
+    Conversations,
+    HeuristicCounter,
+    Message,
+    ToolCallPart,
+)
 from contextwright.history import CompactionConfig
 from contextwright.storage import SQLiteStore
 
@@ -206,6 +214,7 @@ def test_drop_caches_empties_them_and_the_next_build_reads_afresh(tmp_path):
         convs.drop_caches()
         sizes = convs.cache_sizes()
         assert (sizes["tails"], sizes["recall_indexes"], sizes["window_memos"]) == (0, 0, 0)
+        assert sizes["tail_bytes"] == 0
         again = convs.build_sync("c", "the budget plan?", tenant="t", user="u", store_message=False)
         assert rendered(again) == rendered(first)
         last = convs.store.get_conversation("c", tenant="t").last_seq
@@ -216,3 +225,40 @@ def test_drop_caches_empties_them_and_the_next_build_reads_afresh(tmp_path):
         assert f"read up to seq {last}" in console.export_text()
     finally:
         convs.close()
+
+
+def test_tails_are_bounded_by_bytes_and_an_evicted_one_builds_the_same(tmp_path):
+    """With room for about one tail, the cache holds the one in use (and what a summary
+    of this process holds), reports their bytes, and a conversation read afresh after
+    eviction builds what a cache with room for all builds."""
+    small = Conversations(
+        ContextEngine(system_prompt="You are helpful.", counter=H, budget=2500),
+        SQLiteStore(tmp_path / "small.db"),
+        compaction=CompactionConfig.preset("development"),
+        clock=lambda: T0,
+        cache_bytes=40_000,
+    )
+    roomy = make(tmp_path / "roomy.db")
+    try:
+        for convs in (small, roomy):
+            for i in range(4):
+                convs.append_sync(f"c{i}", exchange(i, 6), tenant="t", user="u")
+                convs.build_sync(
+                    f"c{i}", "the budget plan?", tenant="t", user="u", store_message=False
+                )
+            convs.wait_idle_sync()
+        sizes = small.cache_sizes()
+        assert 0 < sizes["tail_bytes"] <= 40_000
+        assert sizes["tails"] < roomy.cache_sizes()["tails"] == 4
+        assert roomy.cache_sizes()["tail_bytes"] > 40_000
+        for i in range(4):
+            q = Message.user("the orchid plan?", id=f"q{i}", created_at=T0)
+            a = small.build_sync(f"c{i}", q, tenant="t", user="u", store_message=False)
+            b = roomy.build_sync(f"c{i}", q, tenant="t", user="u", store_message=False)
+            assert rendered(a) == rendered(b)
+    finally:
+        small.close()
+        roomy.close()
+    for bad in (0, -1, 1.5, True, "64"):
+        with pytest.raises(ConfigError, match="cache_bytes"):
+            Conversations(ContextEngine(counter=H), cache_bytes=bad)
