@@ -127,7 +127,7 @@ class SummaryConflictError(StoreError):
 
     def __init__(self, upto_seq: int, latest: Any) -> None:
         self.upto_seq = upto_seq
-        self.latest = latest  # a `contextwright.storage.Summary`
+        self.latest = latest  # a `contextwright.stores.Summary`
         super().__init__(
             f"summary.upto_seq: is {upto_seq}, but the stored summary version "
             f"{latest.version} already covers up to {latest.upto_seq}"
