@@ -15,6 +15,9 @@ until it has been tried ``max_attempts`` times; then it stays, state
 ``failed``, with its last error, for `Jobs.jobs` to show: never lost silently.
 A job whose lease ran out counts that claim as an attempt too, so a job that
 kills its workers ends up ``failed`` rather than taking every worker down.
+A pending job is claimed first by its ``owner`` (the worker that enqueued it,
+whose caches are warm); another worker takes it only a lease after it fell
+due, in case the owner died before claiming it.
 
 `MemoryJobs` keeps jobs in process (a store without a queue of its own, tests);
 `SQLiteJobs` (``_sqlite_jobs.py``) keeps them in the SQLite file, for every
