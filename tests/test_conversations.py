@@ -31,7 +31,7 @@ from contextwright import (
     count_messages,
     group_units,
 )
-from contextwright.history import CompactionConfig
+from contextwright.history import CompactionConfig, RuleSummarizer
 from contextwright.stores import SQLiteStore
 
 from .conftest import conversations
@@ -261,27 +261,42 @@ def test_compact_lets_a_running_background_summary_land_first(tmp_path):
 @pytest.mark.parametrize("preview", [False, True])
 def test_a_background_summary_not_yet_begun_gives_way_to_compact(tmp_path, preview):
     """compact(force) summarises all a routine summary would: one not yet begun stands down."""
-    convs = development(SQLiteStore(tmp_path / "y.db"))
     release = threading.Event()
+    rules = RuleSummarizer(H)
+    calls: list[int] = []
 
-    async def hold() -> None:  # keeps the background thread busy until released
-        release.wait(10)
+    class Held(RuleSummarizer):
+        """The rules; the first summary (of conversation "other") waits until released,
+        which keeps the background worker busy while "c"'s summary job waits."""
+
+        async def summarize_outlined(self, outlined, newest, **kw):
+            calls.append(len(newest))
+            if len(calls) == 1:
+                release.wait(10)
+            return await rules.summarize_outlined(outlined, newest, **kw)
+
+    engine = ContextEngine(counter=H, budget=3000)
+    convs = Conversations(
+        engine, SQLiteStore(tmp_path / "y.db"), compaction=CompactionConfig.preset("development"),
+        summarizer=Held(H),
+    )  # fmt: skip
 
     class Told(set):
         def add(self, key):  # compact has said to give way: let the summary start
             super().add(key)
             release.set()
 
-    convs._yield_to = Told()
-    held = convs._bg.submit(hold())
+    convs._compactor._yield_to = Told()
+    convs.append_sync("other", thread(60), tenant="t", user="u")  # its summary holds the worker
     msgs = thread(60)
     convs.append_sync("c", msgs, tenant="t", user="u")  # schedules a routine summary
-    assert convs._jobs, "the bulk append scheduled no background summary"
+    assert convs.cache_sizes()["jobs"] == 2, "the bulk append scheduled no background summary"
+    assert [j.key for j in convs.jobs_sync(tenant="t")] == ["other", "c"]
     if preview:
         threading.Timer(0.2, release.set).start()  # a preview does not tell it to give way
     result = convs.compact_sync("c", tenant="t", user="u", preview=preview)
     convs.wait_idle_sync()
-    held.result(5)
+    assert convs.jobs_sync() == []  # every job ran and is gone
     log = convs.store.compactions("c", tenant="t")
     summaries = convs.store.summaries("c", tenant="t")
     if preview:  # the routine summary ran; the preview wrote nothing
@@ -294,7 +309,7 @@ def test_a_background_summary_not_yet_begun_gives_way_to_compact(tmp_path, previ
         assert [s.version for s in summaries] == [result.summary_version] == [1]
         assert result.original_count == len(msgs)
         assert result.upto_seq == summaries[0].upto_seq
-        assert not convs._yield_to
+        assert not convs._compactor._yield_to
     assert len(convs.store.read("c", tenant="t")) == len(msgs)  # nothing lost
     convs.close()
 
@@ -306,7 +321,7 @@ def test_a_background_summary_told_after_its_outline_writes_nothing(tmp_path):
     read_outline = store.read_outline
 
     def told_meanwhile(conversation, **kw):  # as if compact arrived during the read
-        convs._yield_to.add((kw["tenant"], conversation))
+        convs._compactor._yield_to.add((kw["tenant"], conversation))
         return read_outline(conversation, **kw)
 
     store.read_outline = told_meanwhile  # type: ignore[method-assign]
@@ -315,7 +330,7 @@ def test_a_background_summary_told_after_its_outline_writes_nothing(tmp_path):
     assert convs.store.summaries("c", tenant="t") == []
     assert convs.store.compactions("c", tenant="t") == []
     store.read_outline = read_outline  # type: ignore[method-assign]
-    convs._yield_to.clear()
+    convs._compactor._yield_to.clear()
     result = convs.compact_sync("c", tenant="t", user="u")
     assert result.applied
     assert [s.version for s in convs.store.summaries("c", tenant="t")] == [1]
@@ -682,7 +697,11 @@ def test_bulk_appends_leave_the_tail_single_appends_leave(tmp_path, batch):
     msgs = thread(120)
     engine = ContextEngine(counter=H, budget=600)
     convs = Conversations(engine, SQLiteStore(tmp_path / "t.db"))
-    convs._schedule = lambda *a, **k: None  # type: ignore[method-assign]  # no summaries meanwhile
+
+    async def no_summary(*a, **k):
+        return None
+
+    convs._schedule = no_summary  # type: ignore[method-assign]  # no summaries meanwhile
     convs.append_sync("c", msgs[:3], tenant="t", user="u")
     convs._run(convs._tail("c", "t", "u"))  # a tail exists from here on: appends grow it
     for i in range(3, len(msgs), batch):
@@ -1404,18 +1423,12 @@ def test_a_background_summary_keeps_the_tail_current(tmp_path):
 
 
 def test_a_summary_that_ends_before_it_is_listed_does_not_stop_the_next(tmp_path):
-    """The background thread may run a summary to its end before `submit` returns to
-    the thread that scheduled it. That finished job must not read as under way:
-    it stopped every later background summary of the conversation."""
-    convs = Conversations(ContextEngine(counter=H, budget=800), SQLiteStore(tmp_path / "s.db"))
-    submit = convs._bg.submit
-
-    def finished_first(coro):
-        job = submit(coro)
-        job.result(30)
-        return job
-
-    convs._bg.submit = finished_first  # type: ignore[method-assign]
+    """A summary may run to its end before the call that scheduled it returns (inline
+    jobs always do). That finished job must not read as under way: it stopped every
+    later background summary of the conversation."""
+    convs = Conversations(
+        ContextEngine(counter=H, budget=800), SQLiteStore(tmp_path / "s.db"), inline_jobs=True
+    )
     try:
         _summarised_turns(convs, 40)
         assert len(convs.store.summaries("c", tenant="t")) >= 3

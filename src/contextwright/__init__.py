@@ -14,7 +14,7 @@ Stateful use keeps conversations in a store (SQLite by default) and builds by id
 
 The public API is re-exported here once; implementation lives in private modules,
 one per part of the design (messages, tokens, budget, blocks, cache, sources, …);
-`contextwright.sources`, `.adapters`, `.history`, `.memory`, `.knowledge`, `.storage`
+`contextwright.sources`, `.adapters`, `.history`, `.memory`, `.knowledge`, `.stores`
 and `.llm` hold the parts' own APIs.
 """
 

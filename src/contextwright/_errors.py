@@ -11,8 +11,10 @@ The hierarchy::
     ├── BudgetError                     the protected zone alone does not fit the budget
     ├── StoreError                      the conversation store failed (database locked past
     │   │                               its busy timeout, corrupt, closed, unwritable)
-    │   └── SummaryConflictError        a summary was not saved: the stored one already
-    │                                   covers as far (another writer got there first)
+    │   ├── SummaryConflictError        a summary was not saved: the stored one already
+    │   │                               covers as far (another writer got there first)
+    │   └── LeaseLostError              a job's lease passed to another worker: the old
+    │                                   holder's complete/fail wrote nothing
     ├── LLMError                        a call to a language model failed (HTTP error, timeout,
     │                                   unusable answer); the SDK's error is the cause
     └── ProviderRuleError               a rendered request breaks a provider's rules;
@@ -34,6 +36,7 @@ __all__ = [
     "ContextwrightError",
     "InvalidMessageError",
     "LLMError",
+    "LeaseLostError",
     "MissingDependencyError",
     "ProviderRuleError",
     "StoreError",
@@ -132,6 +135,20 @@ class SummaryConflictError(StoreError):
             f"summary.upto_seq: is {upto_seq}, but the stored summary version "
             f"{latest.version} already covers up to {latest.upto_seq}"
         )
+
+
+class LeaseLostError(StoreError):
+    """A worker tried to complete or fail a job whose lease it no longer holds.
+
+    Its lease ran out and another worker claimed the job (or it was finished by
+    someone else): the job is theirs now. Nothing was written. ``job_id`` names
+    the job.
+    """
+
+    def __init__(self, job_id: int, worker: str) -> None:
+        self.job_id = job_id
+        self.worker = worker
+        super().__init__(f"job {job_id}: worker {worker!r} no longer holds its lease")
 
 
 class ProviderRuleError(ContextwrightError):

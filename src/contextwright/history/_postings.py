@@ -15,7 +15,7 @@ The terms are the store's, so that both find the same turns:
   folded) and each word is stemmed as its ``porter`` tokenizer does (`stem`: M.
   F. Porter's 1980 algorithm, on the UTF-8 bytes, nothing over 64 bytes);
 - CJK runs become their overlapping bigrams plus the run's last character alone
-  (``storage/_fts.py``'s `segment`);
+  (``stores/sqlite/_fts.py``'s `segment`);
 - a query is read as the store reads it (`query_units`): words, CJK bigrams, the
   phrase of a longer CJK run (an exact substring, found in the turn's text) and a
   lone CJK character as a prefix of the bigrams it starts.

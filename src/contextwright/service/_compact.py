@@ -1,9 +1,12 @@
-"""Compaction in the stateful mode: background summaries and `Conversations.compact`.
+"""Compaction in the stateful mode: `Compactor`, the background summaries and `Conversations.compact`.
 
-A mixin of `Conversations` (``_conversations.py``), kept apart for size: it
-plans from the stored outlines, summarises incrementally (previous summary +
-what follows it), saves the summary and its log entry in one transaction, and
-adopts the result into the in-process tail. See `_CompactionMixin._compact`.
+`Conversations` (``_conversations.py``) holds one `Compactor` and reaches it
+through a few delegates. It plans from the stored outlines, summarises
+incrementally (previous summary + what follows it), saves the summary and its
+log entry in one transaction (with the expected version: a lost race stands
+down), and adopts the result into the in-process tail. Background summaries
+are durable 'summarise' jobs in the store's queue (`JobRunner`); see
+`Compactor._compact`.
 """
 
 from __future__ import annotations
@@ -18,21 +21,23 @@ from .._errors import StoreError, SummaryConflictError, UserError
 from ..budget._budget import Budget
 from ..history import (
     CompactionCheck,
-    CompactionConfig,
     CompactionResult,
     OutlineSummarizer,
-    Summarizer,
     check,
     plan_compaction,
     summary_boundary,
 )
 from ..model._messages import Message
-from ..pipeline._engine import ContextEngine
-from ..stores import AsyncStore, CompactionEntry, MessageOutline, Summary
+from ..stores import CompactionEntry, Job, MessageOutline, Summary
 from ..tokens._count import count_message
-from ._tail import Background, Tail, TailCache
+from ._tail import Tail
 
-__all__ = ["MemoryFlush", "Offload"]
+if TYPE_CHECKING:
+    from ._conversations import Conversations
+
+__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload"]
+
+SUMMARISE = "summarise"  # the job kind of a background summary
 
 # Called with (tenant, user, conversation, messages about to leave the prompt);
 # returns how many memories it wrote. The memory part plugs its extractor in here.
@@ -47,63 +52,72 @@ class _StoodDown(Exception):
     """A background summary gave way to a forced compaction (see `compact`)."""
 
 
-class _CompactionMixin:
-    """`Conversations`' summaries and compaction (its attributes are declared here for typing)."""
+class Compactor:
+    """`Conversations`' summaries and compaction, held by it (``conv``): plan, summarise, save, adopt.
 
-    engine: ContextEngine
-    db: AsyncStore
-    compaction: CompactionConfig
-    summarizer: Summarizer
-    memory_flush: MemoryFlush | None
-    clock: Callable[[], float]
-    _tails: TailCache
-    _jobs: dict[tuple[str, str], concurrent.futures.Future[None]]
-    _yield_to: set[tuple[str, str]]
-    _bg: Background
+    Background summaries are durable 'summarise' jobs keyed by the conversation
+    (`schedule`), run by the conversation's `JobRunner` through `run_job`.
+    ``running`` gives the future of one this process enqueued or runs, so that a
+    build or a forced compaction can wait for the same work instead of doing it
+    twice; ``_yield_to`` lists the conversations whose background summary is to
+    give way to a forced compaction (see `compact`).
+    """
 
-    if TYPE_CHECKING:
+    def __init__(self, conv: Conversations) -> None:
+        self.c = conv
+        self._yield_to: set[tuple[str, str]] = set()
+        # conversations with a summary job this process enqueued or runs, until it has run
+        self._pending: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
 
-        def _view(self, message: Message) -> tuple[Message, Sequence[Offload]]: ...
-        def _inline(self) -> bool: ...
-        def _apply_summary(
-            self, tail: Tail, summary: Summary, written: _Written = None
-        ) -> None: ...
-        def _save_compaction(
-            self, summary: Summary, entry: CompactionEntry, tenant: str
-        ) -> tuple[Summary, _Written]: ...
-        async def _tail(self, conversation: str, tenant: str, user: str) -> Tail: ...
-        async def _owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None: ...
-        def _window_allowance(self, budget: Budget | int | None) -> int: ...
-        def _store_counts(
-            self, conversation: str, tenant: str, messages: Sequence[Message],
-            views: Sequence[tuple[Message, Sequence[Offload]]], tokens: Sequence[int],
-        ) -> None: ...  # fmt: skip
+    def running(self, key: tuple[str, str]) -> concurrent.futures.Future[None] | None:
+        """The future of the conversation's summary job enqueued or run here, until it has run."""
+        fut = self._pending.get(key)
+        return fut if fut is not None and not fut.done() else None
 
-    def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
-        """Summarise in the background, once per conversation at a time."""
+    def busy(self, key: tuple[str, str]) -> bool:
+        """Whether a summary of the conversation is pending or under way here (its tail stays)."""
+        return self.running(key) is not None
+
+    async def schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
+        """Summarise in the background: enqueue the conversation's 'summarise' job.
+
+        One job per conversation is pending or running, in every process that
+        shares the store (the queue's dedup); a job enqueued here and not yet run
+        is not enqueued again (that would only find it).
+        """
         key = (tenant, conversation)
-        running = self._jobs.get(key)
-        # Done, yet still listed: the job ran to its end (and its ``finally``) on
-        # the background thread before ``submit`` returned here and listed it.
-        # Read as "under way", it stopped every later summary of the conversation.
-        if running is not None and not running.done():
+        if self.running(key) is not None:
             return
-        tail = self._tails.get(key)
-        if tail is None:  # evicted meanwhile: the next build finds the summary due again
-            return
+        payload = {"conversation": conversation, "user": user, "routine": routine}
+        _, done = await self.c._runner.enqueue(SUMMARISE, conversation, payload, tenant=tenant)
+        if not done.done():
+            self._pending[key] = done
+            done.add_done_callback(lambda _: self._forget(key, done))
 
-        async def job() -> None:
-            try:
-                await self._compact(
-                    conversation, tenant, user, tail, None, wait=False, routine=routine,
-                    prompt=False, background=True,
-                )  # fmt: skip
-            except _StoodDown:
-                pass  # a forced compaction waiting for this job covers what it would have
-            finally:
-                self._jobs.pop(key, None)
+    def _forget(self, key: tuple[str, str], done: concurrent.futures.Future[None]) -> None:
+        if self._pending.get(key) is done:
+            del self._pending[key]
 
-        self._jobs[key] = self._bg.submit(job())
+    async def run_job(self, job: Job) -> None:
+        """The 'summarise' handler: a background summary of the job's conversation."""
+        p = job.payload
+        conversation, user, routine = p["conversation"], p["user"], bool(p.get("routine"))
+        key = (job.tenant, conversation)
+        mine = self._pending.get(key)
+        here: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if mine is None:  # another process's job: waited for here while it runs
+            self._pending[key] = here
+        try:
+            tail = await self.c._tail(conversation, job.tenant, user)
+            await self._compact(
+                conversation, job.tenant, user, tail, None, wait=False, routine=routine,
+                prompt=False, background=True,
+            )  # fmt: skip
+        except _StoodDown:
+            pass  # a forced compaction waiting for this job covers what it would have
+        finally:
+            self._forget(key, here)
+            here.set_result(None)
 
     async def _compact(
         self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
@@ -132,11 +146,11 @@ class _CompactionMixin:
         key = (tenant, conversation)
         if background and key in self._yield_to:
             raise _StoodDown
-        counter = self.engine.counter
+        counter = self.c.engine.counter
         with tail.lock:  # one snapshot: a summary adopted meanwhile must not be counted twice
             before_summary, covered_before = tail.summary, tail.covered_tokens
         after = before_summary.upto_seq if before_summary else 0
-        outline = await self.db.read_outline(conversation, tenant=tenant, after_seq=after)
+        outline = await self.c.db.read_outline(conversation, tenant=tenant, after_seq=after)
         n = len(outline)
         full: dict[int, Message] = {}  # by index in outline
         costs: list[int | None] = [self._stored_cost(o) for o in outline]
@@ -150,7 +164,7 @@ class _CompactionMixin:
             # a routine summary covers what has left the window, keeping the recent N:
             # only the messages the window can hold need a count (a bulk import
             # stores the rest uncounted), counted here if they have none
-            window, acc, keep, i = self._window_allowance(budget), 0, 0, n
+            window, acc, keep, i = self.c._window_allowance(budget), 0, 0, n
             while i > 0:
                 i -= 1
                 if costs[i] is None:
@@ -159,7 +173,7 @@ class _CompactionMixin:
                 if acc > window:
                     break
                 keep += 1
-            keep = max(keep, self.compaction.keep_recent_messages)
+            keep = max(keep, self.c.compaction.keep_recent_messages)
             cut = summary_boundary(outline, keep)
             await fill(cut, n)  # what stays is shown: counted
             await fill(0, cut, uncounted=False)  # counted by another counter: recounted
@@ -172,7 +186,7 @@ class _CompactionMixin:
         known = [c or 0 for c in costs]
         if urgency is None:
             urgency = check(
-                self.compaction, live_tokens=summary_tokens + sum(known),
+                self.c.compaction, live_tokens=summary_tokens + sum(known),
                 unsummarized_messages=len(outline), unsummarized_tokens=sum(known),
             )  # fmt: skip
         if routine:
@@ -186,7 +200,7 @@ class _CompactionMixin:
                 if o.role == "tool" and c < o.size // 8
             )
             plan = plan_compaction(
-                self.compaction, outline, known, summary_tokens=summary_tokens,
+                self.c.compaction, outline, known, summary_tokens=summary_tokens,
                 compressed_tool_results=compressed, urgency=urgency.urgency, force_summary=force,
             )  # fmt: skip
             cut, strategies, notes = plan.summarize_count, plan.strategies, plan.notes
@@ -200,20 +214,20 @@ class _CompactionMixin:
             raise _StoodDown  # nothing written yet; the summarising is still to come
         flush = (
             cut > 0
-            and self.memory_flush is not None
-            and self.compaction.memory_flush_enabled
+            and self.c.memory_flush is not None
+            and self.c.compaction.memory_flush_enabled
             and not preview
         )
-        outliner = self.summarizer if isinstance(self.summarizer, OutlineSummarizer) else None
+        outliner = self.c.summarizer if isinstance(self.c.summarizer, OutlineSummarizer) else None
         # the first message the summariser (or the flush) reads in full
         first = cut - outliner.full_messages([o.role for o in outline[:cut]]) if outliner else 0
         first = 0 if flush else first
         await self._read_full(conversation, tenant, outline, full, first, n if prompt else cut)
         flushed = 0
-        if flush and self.memory_flush is not None:
+        if flush and self.c.memory_flush is not None:
             try:
                 covered = [full[i] for i in range(cut)]
-                flushed = await self.memory_flush(tenant, user, conversation, covered)
+                flushed = await self.c.memory_flush(tenant, user, conversation, covered)
             except Exception as exc:  # a failing hook must not block compaction
                 notes = (*notes, f"memory flush failed: {type(exc).__name__}: {exc}")
         content = before_summary.content if before_summary else ""
@@ -222,35 +236,35 @@ class _CompactionMixin:
         if cut:
             kw: dict[str, Any] = {
                 "previous": content or None,
-                "max_tokens": self.compaction.summary_max_tokens,
+                "max_tokens": self.c.compaction.summary_max_tokens,
                 "locale": "auto",
             }
             newest = [full[i] for i in range(first, cut)]
             runner = (
                 outliner.summarize_outlined(outline[:first], newest, **kw)
                 if outliner is not None and not flush
-                else self.summarizer.summarize(newest, **kw)  # first is 0 here
+                else self.c.summarizer.summarize(newest, **kw)  # first is 0 here
             )
             # Waited for by an async caller: on the background thread, so that the
             # rules' CPU time does not hold up the caller's event loop. The sync API's
             # private loop serves only this call: the rules run on it, with no hops.
-            hop = wait and not self._inline()
-            draft = await (asyncio.wrap_future(self._bg.submit(runner)) if hop else runner)
+            hop = wait and not self.c._inline()
+            draft = await (asyncio.wrap_future(self.c._runner.submit(runner)) if hop else runner)
             content, method = draft.content, draft.method
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,
-                outline[cut - 1].seq, content, counter.count(content), method, self.clock(),
+                outline[cut - 1].seq, content, counter.count(content), method, self.c.clock(),
                 {"messages": draft.messages, "covered_tokens": covered_before + sum(c for i, c in enumerate(known[:cut]) if i not in fresh)},
             )  # fmt: skip
-        kept_views = [self._view(full[i])[0] for i in range(cut, n)] if prompt else []
+        kept_views = [self.c._view(full[i])[0] for i in range(cut, n)] if prompt else []
         kept_fresh = sorted(i for i in fresh if i >= cut)
         if kept_fresh and not preview:
             # uncounted messages that stay outside the summary get their counts
             # stored, so that the store's totals cover everything not summarised
             counted = [costs[i] or 0 for i in kept_fresh]
-            await self.db._run(
+            await self.c.db._run(
                 functools.partial(
-                    self._store_counts, conversation, tenant, [full[i] for i in kept_fresh],
+                    self.c._store_counts, conversation, tenant, [full[i] for i in kept_fresh],
                     [fresh[i] for i in kept_fresh], counted,
                 )
             )  # fmt: skip
@@ -261,34 +275,34 @@ class _CompactionMixin:
         version: int | None = None
         if new_summary is not None and not preview:
             entry = CompactionEntry(
-                0, conversation, self.clock(), "routine" if routine else urgency.urgency, True,
+                0, conversation, self.c.clock(), "routine" if routine else urgency.urgency, True,
                 before_tokens, new_tokens, None, new_summary.upto_seq, strategies,
                 {"notes": list(notes), "flushed_memories": flushed, "method": method},
             )  # fmt: skip
             # summary and log entry in one transaction: a crash leaves both or neither
             try:
-                saved, written = await self.db._run(
-                    functools.partial(self._save_compaction, new_summary, entry, tenant)
+                saved, written = await self.c.db._run(
+                    functools.partial(self.c._save_compaction, new_summary, entry, tenant)
                 )
             except SummaryConflictError as lost:
                 # Another process saved a summary reaching as far first: a lost race,
                 # not an error. Nothing was written; adopt the winner and stand down.
-                self._apply_summary(tail, lost.latest)
+                self.c._apply_summary(tail, lost.latest)
                 if background:
                     raise _StoodDown from None
                 return self._stood_down(lost.latest, outline, full, n, before_tokens, urgency,
                                         notes, flushed, prompt)  # fmt: skip
             version = saved.version
-            self._apply_summary(tail, saved, written)
-            current = self._tails.get(key)
+            self.c._apply_summary(tail, saved, written)
+            current = self.c._tails.get(key)
             if current is not None and current is not tail:  # evicted and read afresh meanwhile
-                self._apply_summary(current, saved)
+                self.c._apply_summary(current, saved)
         elif explicit and not preview:
             entry = CompactionEntry(
-                0, conversation, self.clock(), urgency.urgency, False, before_tokens, before_tokens,
+                0, conversation, self.c.clock(), urgency.urgency, False, before_tokens, before_tokens,
                 None, after, strategies, {"notes": list(notes), "reason": "nothing to summarise"},
             )  # fmt: skip
-            await self.db.log_compaction(entry, tenant=tenant)
+            await self.c.db.log_compaction(entry, tenant=tenant)
         shown = ([Message.system(content)] if content else []) + kept_views
         return CompactionResult(
             shown, content, n, n - cut, flushed, before_tokens, new_tokens,
@@ -308,7 +322,7 @@ class _CompactionMixin:
         """
         kept = [i for i in range(n) if outline[i].seq > latest.upto_seq and i in full]
         shown = [Message.system(latest.content)] + (
-            [self._view(full[i])[0] for i in kept] if prompt else []
+            [self.c._view(full[i])[0] for i in kept] if prompt else []
         )
         note = (
             f"stood down: summary version {latest.version}, saved meanwhile by another "
@@ -321,7 +335,7 @@ class _CompactionMixin:
 
     def _stored_cost(self, o: MessageOutline) -> int | None:
         """The prompt cost stored with a message, if this counter made it."""
-        if not o.counter or o.counter != self.engine.count_key:
+        if not o.counter or o.counter != self.c.engine.count_key:
             return None
         return o.tokens
 
@@ -343,9 +357,9 @@ class _CompactionMixin:
         if not todo:
             return
         await self._read_full(conversation, tenant, outline, full, todo[0], todo[-1] + 1)
-        counter, ov = self.engine.counter, self.engine.overhead
+        counter, ov = self.c.engine.counter, self.c.engine.overhead
         for i in todo:
-            made = self._view(full[i])
+            made = self.c._view(full[i])
             costs[i] = count_message(counter, made[0], ov)
             if not outline[i].counter:
                 fresh[i] = made
@@ -359,7 +373,7 @@ class _CompactionMixin:
         if not missing:
             return
         lo, hi = missing[0], missing[-1]
-        more = await self.db.read(
+        more = await self.c.db.read(
             conversation, tenant=tenant, after_seq=outline[lo].seq - 1, upto_seq=outline[hi].seq
         )
         if [m.seq for m in more] != [o.seq for o in outline[lo : hi + 1]]:
@@ -375,8 +389,8 @@ class _CompactionMixin:
         Only the conversation's owner may, a preview too: anyone else gets
         `InvalidMessageError` (``user``) before anything is read or written.
         """
-        tail = await self._tail(conversation, tenant, user)
-        await self._owned(tail, conversation, tenant, user)
+        tail = await self.c._tail(conversation, tenant, user)
+        await self.c._owned(tail, conversation, tenant, user)
         if tail.owner is None:
             raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
         # A background summary may be under way (a bulk import schedules one). A
@@ -390,7 +404,7 @@ class _CompactionMixin:
         if yielding:
             self._yield_to.add(key)
         try:
-            running = self._jobs.get(key)
+            running = self.running(key)
             if running is not None:
                 await asyncio.wait([asyncio.wrap_future(running)])
         finally:

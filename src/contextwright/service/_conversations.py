@@ -27,7 +27,6 @@ the originals stay searchable — the recall source brings exact old turns back.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import itertools
@@ -55,11 +54,23 @@ from ..history import (
 from ..model._messages import Message, ToolResultPart
 from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
-from ..stores import AsyncStore, CompactionEntry, ConversationInfo, SQLiteStore, Store, Summary
+from ..stores import (
+    AsyncStore,
+    CompactionEntry,
+    ConversationInfo,
+    Job,
+    Jobs,
+    MemoryJobs,
+    SQLiteJobs,
+    SQLiteStore,
+    Store,
+    Summary,
+)
 from ..stores._records import not_owner
+from ..stores._runner import JobRunner
 from ..tokens._count import count_message
-from ._compact import MemoryFlush, Offload, _CompactionMixin, _Written
-from ._tail import Background, StoreCalls, Tail, TailCache
+from ._compact import SUMMARISE, Compactor, MemoryFlush, Offload, _Written
+from ._tail import StoreCalls, Tail, TailCache
 
 __all__ = ["Conversations", "MemoryFlush"]
 
@@ -76,7 +87,7 @@ def _check_owner(tail: Tail, conversation: str, tenant: str, user: str) -> None:
         raise not_owner(conversation, tenant, user)
 
 
-class Conversations(_CompactionMixin):
+class Conversations:
     """Conversations persisted in ``store`` and built with ``engine``.
 
     ``store`` is a `Store` (or a path for an `SQLiteStore`). ``summarizer`` defaults
@@ -93,9 +104,14 @@ class Conversations(_CompactionMixin):
     too: recall's turn indexes (`RecallSource.max_conversations`), the engine's
     window memos and shortened messages.
 
+    Background summaries are durable jobs in ``jobs`` (default: the `SQLiteStore`'s
+    own queue, `MemoryJobs` for another store), run on one background thread, or
+    at once on the caller's loop with ``inline_jobs`` (the CLI, tests); a job of
+    a process that died is taken over after its lease (`JobRunner`). `jobs` lists
+    them, failed ones with their error.
+
     Call `close` when done. At interpreter exit, background summaries still
-    running get a few seconds and are otherwise abandoned whole (see
-    `Background`): the next build that finds one due makes it.
+    running get a few seconds; one cut short is taken over later.
     """
 
     def __init__(
@@ -111,6 +127,9 @@ class Conversations(_CompactionMixin):
         recall: bool = True,
         clock: Callable[[], float] = time.time,
         max_cached_conversations: int = 1024,
+        jobs: Jobs | None = None,
+        inline_jobs: bool = False,
+        job_lease: float = 30.0,
     ) -> None:
         if (
             isinstance(max_cached_conversations, bool)
@@ -137,12 +156,19 @@ class Conversations(_CompactionMixin):
         self._change_token: Callable[[], tuple[int, int]] | None = getattr(
             store, "change_token", None
         )
-        self._bg = Background()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync_lock = threading.Lock()
-        self._jobs: dict[tuple[str, str], concurrent.futures.Future[None]] = {}
-        # conversations whose background summary is to give way to a forced compaction
-        self._yield_to: set[tuple[str, str]] = set()
+        if jobs is None:
+            jobs = (
+                SQLiteJobs(store, run=self.db._run)
+                if isinstance(store, SQLiteStore)
+                else MemoryJobs()
+            )
+        self._compactor = Compactor(self)
+        self._runner = JobRunner(
+            jobs, {SUMMARISE: self._compactor.run_job}, inline=inline_jobs, lease=job_lease
+        )
+        self._runner.start()  # takes over what dead workers left
         # The stateful default recalls sparingly, so that a turn stays cheap however
         # long the conversation: a few dozen full-text hits, no second (feedback)
         # search, and only the rarest terms, up to 200 postings in all (BM25 scores
@@ -161,8 +187,7 @@ class Conversations(_CompactionMixin):
 
     def _busy(self, key: tuple[str, str]) -> bool:
         """Whether a background summary of the conversation is under way (its tail stays)."""
-        job = self._jobs.get(key)
-        return job is not None and not job.done()
+        return self._compactor.busy(key)
 
     def cache_sizes(self) -> dict[str, int]:
         """How many conversations each in-process cache holds now (all bounded).
@@ -170,13 +195,13 @@ class Conversations(_CompactionMixin):
         ``tails`` (at most ``max_cached_conversations``, plus any with a background
         summary under way), ``recall_indexes`` (at most the recall source's
         ``max_conversations``), ``window_memos`` (the engine's), ``jobs`` (background
-        summaries under way).
+        jobs this process enqueued that have not run yet, and local work under way).
         """
         return {
             "tails": len(self._tails),
             "recall_indexes": len(self._recall._indexes) if self._recall is not None else 0,
             "window_memos": len(self.engine._memos),
-            "jobs": sum(1 for j in list(self._jobs.values()) if not j.done()),
+            "jobs": self._runner.pending(),
         }
 
     def _inline(self) -> bool:
@@ -415,7 +440,7 @@ class Conversations(_CompactionMixin):
             recent = tail.snapshot()[0] if tail is not None else []
             await recall.catch_up(conversation, tenant, recent)
 
-        self._bg.submit(job())
+        self._runner.submit(job())
 
     async def _write(
         self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str
@@ -529,7 +554,7 @@ class Conversations(_CompactionMixin):
         with tail.lock:
             past_tail = tail.last_seq - tail.boundary > len(tail.messages)
         if past_tail or self._check(tail, None).summary_due:
-            self._schedule(conversation, tenant, user, routine=True)
+            await self._schedule(conversation, tenant, user, routine=True)
 
     async def import_messages(
         self,
@@ -830,7 +855,7 @@ class Conversations(_CompactionMixin):
         tail = await self._tail(conversation, tenant, user)
         urgency = self._check(tail, budget)
         compacted: CompactionResult | None = None
-        running = self._jobs.get((tenant, conversation))
+        running = self._compactor.running((tenant, conversation))
         # nothing summarised yet, the window cannot hold what is there, and a summary
         # could cut something (decided from the stored messages alone, so that an
         # evicted or restarted tail decides the same: no per-process "tried" flag)
@@ -869,7 +894,7 @@ class Conversations(_CompactionMixin):
                 tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
             )  # fmt: skip
         if urgency.summary_due or urgency.urgency == "soft":
-            self._schedule(conversation, tenant, user, routine=urgency.urgency == "none")
+            await self._schedule(conversation, tenant, user, routine=urgency.urgency == "none")
         return built
 
     def _can_cut(self, tail: Tail) -> bool:
@@ -1028,9 +1053,48 @@ class Conversations(_CompactionMixin):
 
         return self._run(collect())
 
-    async def wait_idle(self, timeout: float | None = 30.0) -> None:
-        """Wait for background summaries (tests, shutdown)."""
-        await asyncio.to_thread(self._bg.wait, timeout)
+    async def wait_idle(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> None:
+        """Wait until every background job this process enqueued has run (tests, shutdown).
+
+        ``all_jobs``: until the queue holds no pending or running job at all, other
+        processes' and dead workers' included (this process takes those over when
+        their lease runs out).
+        """
+        if all_jobs:
+            await self._runner.wait_all(timeout)
+        else:
+            await self._runner.wait_idle(timeout)
+
+    async def jobs(self, *, tenant: str | None = None, state: str | None = None) -> list[Job]:
+        """The background jobs in the queue: pending, running, and ``failed`` ones with their error."""
+        return await self._runner.jobs.jobs(tenant=tenant, state=state)
+
+    def jobs_sync(self, *, tenant: str | None = None, state: str | None = None) -> list[Job]:
+        return self._run(self.jobs(tenant=tenant, state=state))
+
+    # -- compaction (`Compactor`) ------------------------------------------------------------
+
+    async def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
+        await self._compactor.schedule(conversation, tenant, user, routine=routine)
+
+    async def _compact(
+        self, conversation: str, tenant: str, user: str, tail: Tail,
+        urgency: CompactionCheck | None, **kw: Any,
+    ) -> CompactionResult:  # fmt: skip
+        return await self._compactor._compact(conversation, tenant, user, tail, urgency, **kw)
+
+    async def compact(
+        self, conversation: str, *, tenant: str = "default", user: str = "anonymous",
+        preview: bool = False, force: bool = True,
+    ) -> CompactionResult:  # fmt: skip
+        """Compact now (``preview``: compute without writing). ``force`` summarises even under the soft threshold.
+
+        Only the conversation's owner may, a preview too: anyone else gets
+        `InvalidMessageError` (``user``) before anything is read or written.
+        """
+        return await self._compactor.compact(
+            conversation, tenant=tenant, user=user, preview=preview, force=force
+        )
 
     # -- sync facade ---------------------------------------------------------------------
 
@@ -1109,14 +1173,13 @@ class Conversations(_CompactionMixin):
     def compact_sync(self, conversation: str, **kw: Any) -> CompactionResult:
         return self._run(self.compact(conversation, **kw))
 
-    def wait_idle_sync(self, timeout: float | None = 30.0) -> None:
-        self._bg.wait(timeout)
+    def wait_idle_sync(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> None:
+        self._run(self.wait_idle(timeout, all_jobs=all_jobs))
 
     def close(self) -> None:
-        """Let background summaries finish (up to 10 s), stop the background thread,
+        """Let background jobs finish (up to 10 s), stop the background thread,
         and close the store. Also at the end of a ``with`` or ``async with`` block."""
-        self._bg.wait(10.0)
-        self._bg.close()
+        self._runner.close(10.0)
         if self._loop is not None and not self._loop.is_closed():
             self._loop.close()
         close = getattr(self.store, "close", None)

@@ -72,7 +72,7 @@ from ..memory._extract import Extracted, Extractor, RuleExtractor, dedupe_key
 from ..model._messages import Message
 from ..stores._cache import user_memory_tag
 from ..stores._memory import Memory, MemoryHit, Scope
-from ._shutdown import at_shutdown
+from ..stores._shutdown import at_shutdown
 
 __all__ = ["MemoryWriter", "MemoryWriterStore", "WriterStats", "invalidate_user_memory"]
 

@@ -1,30 +1,26 @@
-"""The stateful mode's machinery: the in-process tail, store calls, background jobs.
+"""The stateful mode's machinery: the in-process tail and store calls.
 
 `Conversations` (``_conversations.py``) is built from these: a `Tail` per
 conversation (the newest prompt-ready messages and running totals), kept for
-the most recently used conversations in a `TailCache`, `StoreCalls`
-(the store as coroutines, inline under the sync API), and `Background` (one
-daemon thread with an event loop, for summaries that sync callers get too).
+the most recently used conversations in a `TailCache`, and `StoreCalls` (the
+store as coroutines, inline under the sync API). Background work runs as
+durable jobs (``_jobrunner.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import threading
-import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .._errors import StoreError
 from ..model._messages import Message
 from ..stores import AsyncStore, Store, Summary
-from ._shutdown import at_shutdown
 
-__all__ = ["Background", "StoreCalls", "Tail", "TailCache"]
+__all__ = ["StoreCalls", "Tail", "TailCache"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -127,88 +123,3 @@ class StoreCalls(AsyncStore):
                 raise StoreError(f"{self!r} is closed")
             return call()
         return await super()._run(call)
-
-
-class Background:
-    """One daemon thread with an event loop for summaries, so sync callers get them too.
-
-    At interpreter exit (before threads are joined and thread pools stop: see
-    ``_shutdown.py``) the jobs get ``exit_timeout`` seconds to finish; the rest
-    are abandoned, cleanly: their store writes are single transactions run on
-    the store's worker thread, which the interpreter lets finish, so an abandoned
-    job has written all of a summary (with its log entry) or none of it, and
-    the next build that finds a summary due makes it.
-    """
-
-    def __init__(self, exit_timeout: float = 5.0) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.pending: set[concurrent.futures.Future[Any]] = set()
-        self.exit_timeout = exit_timeout
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=loop.run_forever, name="contextwright-bg", daemon=True
-                )
-                self._thread.start()
-                self._loop = loop
-                with _running_lock:
-                    _running.add(self)
-                at_shutdown(_finish_running)
-        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        self.pending.add(fut)
-        fut.add_done_callback(self.pending.discard)
-        return fut
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Wait until no job is pending, those that jobs submit while it waits included."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            pending = [f for f in list(self.pending) if not f.done()]
-            left = None if deadline is None else deadline - time.monotonic()
-            if not pending or (left is not None and left <= 0):
-                return
-            concurrent.futures.wait(pending, timeout=left)
-
-    def close(self, join_timeout: float = 5.0) -> None:
-        """Stop the background loop and join its thread (no thread outlives this).
-
-        Jobs not finished are abandoned whole (each store write is one
-        transaction); call `wait` first to let them finish.
-        """
-        with _running_lock:
-            _running.discard(self)
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(join_timeout)
-            if not thread.is_alive():
-                loop.close()
-
-    def _finish(self) -> None:
-        """At exit: wait ``exit_timeout`` seconds for the jobs, then stop (see the class)."""
-        self.wait(self.exit_timeout)
-        left = sum(1 for f in list(self.pending) if not f.done())
-        if left:
-            log.info("abandoning %d background job(s) at exit (summaries are made later)", left)
-        self.close()
-
-
-# Background loops that run, finished at interpreter exit (`Background._finish`).
-_running: set[Background] = set()
-_running_lock = threading.Lock()
-
-
-def _finish_running() -> None:
-    with _running_lock:
-        running = list(_running)
-    for bg in running:
-        bg._finish()

@@ -7,7 +7,8 @@ compaction plans from, without decoding them), versioned summaries, a compaction
 log, a short-lived working memory, pinned items, and full-text search over old
 turns in English and Chinese — every call scoped by tenant. `SQLiteStore` is the
 embedded default (one SQLite file, WAL, FTS5); `AsyncStore` runs any store on a
-worker thread for async callers. The records it returns are frozen dataclasses.
+worker thread for async callers. `Jobs` is the durable queue of background work
+(`SQLiteJobs` in the same file, `MemoryJobs` in process). The records it returns are frozen dataclasses.
 Compaction never deletes a message: summaries replace old turns in the prompt,
 the originals stay stored and searchable.
 
@@ -17,6 +18,7 @@ the originals stay stored and searchable.
 """
 
 from ._async import AsyncStore
+from ._jobs import Job, Jobs, MemoryJobs
 from ._records import (
     CompactionEntry,
     ConversationInfo,
@@ -28,6 +30,7 @@ from ._records import (
     WorkingItem,
     default_db_path,
 )
+from .sqlite._jobs import SQLiteJobs
 from .sqlite._migrations import MIGRATIONS, Migration, apply_migrations, migration
 from .sqlite._store import SQLiteStore
 
@@ -36,9 +39,13 @@ __all__ = [
     "AsyncStore",
     "CompactionEntry",
     "ConversationInfo",
+    "Job",
+    "Jobs",
+    "MemoryJobs",
     "MessageOutline",
     "Migration",
     "PinnedItem",
+    "SQLiteJobs",
     "SQLiteStore",
     "SearchHit",
     "Store",

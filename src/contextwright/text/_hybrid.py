@@ -5,7 +5,7 @@ their cached vectors return.
 
 **Candidates.** A query collects up to ``4 × limit`` (at least 32) candidates from
 each side: FTS5 (``_textindex.py``; CJK pre-split into bigrams exactly as the
-message index does, ``storage/_fts.py``; English stop words dropped from the query
+message index does, ``stores/sqlite/_fts.py``; English stop words dropped from the query
 so "where does she work" asks for "work") and the vector index by cosine. Each
 candidate in the union then gets *both* signals, exactly: its cosine from the
 cached matrix, its lexical score from its text.
@@ -139,7 +139,7 @@ def _word_unit(word: str) -> Unit:
 
 def query_units(query: str, limit: int = 32) -> list[Unit]:
     """The content terms of ``query``: words and CJK bigrams (a lone CJK character as a
-    prefix query, as ``storage/_fts`` does), stop words and bigrams of function
+    prefix query, as ``stores/sqlite/_fts`` does), stop words and bigrams of function
     characters dropped unless nothing else is left, without repeats, at most ``limit``
     (a pasted essay is not a query)."""
     units: list[tuple[Unit, bool]] = []

@@ -2,9 +2,9 @@
 
 Documents are cut by `chunk_document` (headings → paragraphs → sentences, with
 overlap) and each chunk is stored in ``knowledge_chunks`` with its source, heading
-path and metadata, indexed in ``knowledge_fts`` (CJK bigrams, ``storage/_fts.py``)
+path and metadata, indexed in ``knowledge_fts`` (CJK bigrams, ``stores/sqlite/_fts.py``)
 and, with an embedder, as a vector in ``knowledge_vectors`` (tables:
-``storage/_migrations.py`` ``m003_knowledge``). Search is the memory part's hybrid
+``stores/sqlite/_migrations.py`` ``m003_knowledge``). Search is the memory part's hybrid
 search (``memory/_search.py``, ``memory/_textindex.py``) without importance and
 recency: a passage's score is its relevance, a similarity in 0..1 — the number
 the rendered passage prints.

@@ -1,6 +1,6 @@
 """`SQLiteMemoryStore`: long-term memory in the conversations' SQLite file, hybrid search.
 
-Design (the tables: ``storage/_migrations.py`` ``m002_memory``; the scores:
+Design (the tables: ``stores/sqlite/_migrations.py`` ``m002_memory``; the scores:
 ``_search.py``):
 
 - **Same file, same connection.** Given a `SQLiteStore` the memory store uses its

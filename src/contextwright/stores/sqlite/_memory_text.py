@@ -2,7 +2,7 @@
 
 The index is a contentless FTS5 table per kind (``memory_fts``, ``knowledge_fts``)
 whose ``scope`` column holds one token per scope and ``body`` the text with CJK runs
-pre-split into bigrams (``storage/_fts.py``, shared with the message index).
+pre-split into bigrams (``stores/sqlite/_fts.py``, shared with the message index).
 
 A query becomes *units* (``_search.query_units``): its content words and CJK
 bigrams, each a one-term FTS5 expression. Each unit's document frequency (df) is

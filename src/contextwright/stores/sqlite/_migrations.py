@@ -98,6 +98,7 @@ __all__ = [
     "m002_memory",
     "m003_knowledge",
     "m004_fts_by_conversation",
+    "m006_jobs",
     "migration",
 ]
 
@@ -369,6 +370,46 @@ def m005_index_when_searched(conn: sqlite3.Connection) -> None:
     """
     conn.execute("ALTER TABLE conversations ADD COLUMN fts_seq INTEGER NOT NULL DEFAULT 0")
     conn.execute("UPDATE conversations SET fts_seq = last_seq")
+
+
+@migration
+def m006_jobs(conn: sqlite3.Connection) -> None:
+    """Background jobs (summaries, memory writes) that any process may claim with a lease.
+
+    ``jobs`` — one row per pending, running or failed job (a completed one is
+    deleted; see ``_sqlite_jobs.py``). ``jobs_active`` is a partial unique index:
+    at most one pending-or-running job per ``(tenant, kind, key)``, which is what
+    makes enqueueing idempotent. ``jobs_due`` serves a claim: the oldest pending
+    job due now, or a running one whose ``lease_until`` has passed. ``claim``
+    counts the claims, the holder's fencing token. ``owner`` is the worker that
+    enqueued the job: it gets the first claim, others only a lease after the job
+    fell due (the owner may have died), so a job usually runs where the
+    conversation's caches are warm.
+    """
+    conn.execute(
+        """CREATE TABLE jobs (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            tenant      TEXT NOT NULL,
+            kind        TEXT NOT NULL,
+            key         TEXT NOT NULL,
+            state       TEXT NOT NULL CHECK (state IN ('pending', 'running', 'failed')),
+            attempts    INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL,
+            run_after   REAL NOT NULL,
+            owner       TEXT,
+            worker      TEXT,
+            lease_until REAL,
+            claim       INTEGER NOT NULL DEFAULT 0,
+            error       TEXT,
+            created_at  REAL NOT NULL,
+            payload     TEXT NOT NULL
+        )"""
+    )
+    conn.execute(
+        "CREATE UNIQUE INDEX jobs_active ON jobs (tenant, kind, key) "
+        "WHERE state IN ('pending', 'running')"
+    )
+    conn.execute("CREATE INDEX jobs_due ON jobs (kind, state, run_after)")
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:

@@ -168,8 +168,14 @@ class SQLiteStore(HistoryTables):
     # -- plumbing -------------------------------------------------------------------
 
     @contextmanager
-    def _tx(self, write: bool, tenant: object) -> Iterator[sqlite3.Connection]:
-        """One transaction (see the module docstring); sqlite3 errors become `StoreError`."""
+    def _tx(
+        self, write: bool, tenant: object, *, side: bool = False
+    ) -> Iterator[sqlite3.Connection]:
+        """One transaction (see the module docstring); sqlite3 errors become `StoreError`.
+
+        ``side``: a write to tables beside the conversations (the job queue) that
+        leaves `change_token` as it is, so caches of conversations stay current.
+        """
         if tenant is not _rows.EVERY_TENANT:
             _rows.name(tenant, "tenant")
         with self._lock:
@@ -185,13 +191,13 @@ class SQLiteStore(HistoryTables):
                 try:
                     yield conn
                     conn.execute("COMMIT")
-                    if write:
+                    if write and not side:
                         self._writes += 1
                         self._last_write.tokens = (
                             (version, self._writes - 1), (version, self._writes)
                         )  # fmt: skip
-                        if self._checkpointer is not None:
-                            self._checkpointer.committed()
+                    if write and self._checkpointer is not None:
+                        self._checkpointer.committed()
                 except BaseException:
                     # The original error says more than a failed rollback would.
                     with suppress(sqlite3.Error):
