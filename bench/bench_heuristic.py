@@ -54,8 +54,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from contextwright.tokens import _estimate as _heuristic  # noqa: E402
-from contextwright.tokens._count import TiktokenCounter  # noqa: E402
 from contextwright.tokens._estimate import estimate_tokens  # noqa: E402
+from contextwright.tokens._exact import TiktokenCounter  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 

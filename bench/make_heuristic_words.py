@@ -55,7 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from contextwright.tokens import _estimate as _heuristic  # noqa: E402
-from contextwright.tokens._count import load_tiktoken_encoding  # noqa: E402
+from contextwright.tokens._exact import load_tiktoken_encoding  # noqa: E402
 
 OUT = REPO / "src" / "contextwright" / "data" / _heuristic.WORDS_FILE
 

@@ -64,18 +64,10 @@ from .service import (
     invalidate_user_memory,
 )
 from .stores._cache import Cache, CacheStats, MemoryCache, cache_namespace, user_memory_tag
-from .tokens._count import (
-    CachedCounter,
-    HeuristicCounter,
-    HFTokenizerCounter,
-    MessageOverhead,
-    TiktokenCounter,
-    TokenCounter,
-    count_message,
-    count_messages,
-    default_counter,
-    truncate_to_tokens,
-)
+from .tokens._count import CachedCounter, HeuristicCounter, TokenCounter
+from .tokens._exact import HFTokenizerCounter, TiktokenCounter, default_counter
+from .tokens._frame import MessageOverhead, count_message, count_messages
+from .tokens._truncate import truncate_to_tokens
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..model._blocks import Block, escape_attribute, escape_content, render_block
-from ..tokens._count import TokenCounter, truncate_to_tokens
+from ..tokens._count import TokenCounter
+from ..tokens._truncate import truncate_to_tokens
 
 __all__ = ["Candidate", "Decision", "fit_blocks", "render_cost", "truncate_block"]
 

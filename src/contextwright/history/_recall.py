@@ -56,7 +56,8 @@ from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
 from ..sources._templates import templates_for, turn_context
 from ..stores import MessageOutline
-from ..tokens._count import HeuristicCounter, TokenCounter, message_frame
+from ..tokens._count import HeuristicCounter, TokenCounter
+from ..tokens._frame import message_frame
 from ._rank import IndexedTurn, QueryAnalysis, TurnIndex, TurnRanker, analyse
 
 __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]

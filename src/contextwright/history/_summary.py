@@ -56,7 +56,8 @@ from typing import Protocol, runtime_checkable
 from .._errors import ConfigError
 from ..model._messages import Message, TextPart
 from ..stores import MessageOutline
-from ..tokens._count import TokenCounter, truncate_to_tokens
+from ..tokens._count import TokenCounter
+from ..tokens._truncate import truncate_to_tokens
 from ._summary_format import (
     CODE_FENCE,
     Locale,

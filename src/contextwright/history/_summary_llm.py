@@ -18,7 +18,8 @@ from dataclasses import replace
 from .._errors import ConfigError
 from ..llm import LLM, describe_error
 from ..model._messages import Message, TextPart
-from ..tokens._count import TokenCounter, truncate_to_tokens
+from ..tokens._count import TokenCounter
+from ..tokens._truncate import truncate_to_tokens
 from ._summary import RuleSummarizer, Summarizer, SummaryDraft, _clip
 from ._summary_format import LABELS, Locale, RuleSummary, resolve_locale, strip_frame
 

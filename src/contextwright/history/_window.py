@@ -38,13 +38,9 @@ from typing import Any
 
 from .._errors import InvalidMessageError
 from ..model._messages import Message, Part, TextPart, ToolResultPart, Unit, iter_units_backwards
-from ..tokens._count import (
-    DEFAULT_OVERHEAD,
-    MessageOverhead,
-    TokenCounter,
-    count_message,
-    truncate_to_tokens,
-)
+from ..tokens._count import TokenCounter
+from ..tokens._frame import DEFAULT_OVERHEAD, MessageOverhead, count_message
+from ..tokens._truncate import truncate_to_tokens
 
 __all__ = [
     "OPENER_UNKNOWN",

@@ -16,9 +16,7 @@ from ..budget._budget import Budget
 from ..budget._fit import JOIN, Decision
 from ..model._messages import Message
 from ..sources._templates import turn_context
-from ..tokens._count import (
-    count_message,
-)
+from ..tokens._frame import count_message
 from ._fit_stage import Layout
 from ._receipt import BlockReport, ContextReport, SectionReport, Status
 

@@ -46,14 +46,13 @@ from ..sources._base import Source
 from ..sources._state import ConversationState, Turn
 from ..sources._templates import Placement, templates_for
 from ..stores._cache import Cache, MemoryCache
-from ..tokens._count import (
+from ..tokens._count import CachedCounter, TokenCounter
+from ..tokens._exact import default_counter
+from ..tokens._frame import (
     DEFAULT_OVERHEAD,
-    CachedCounter,
     MessageOverhead,
-    TokenCounter,
     count_key,
     count_message,
-    default_counter,
     message_frame,
 )
 from ._assemble import assemble, warn_dropped, write_receipt

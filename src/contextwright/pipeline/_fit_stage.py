@@ -28,10 +28,7 @@ from ..model._messages import Message
 from ..sources._base import Source
 from ..sources._state import Turn
 from ..sources._templates import turn_context
-from ..tokens._count import (
-    count_message,
-    message_frame,
-)
+from ..tokens._frame import count_message, message_frame
 from ._fetch import Fetched
 from ._receipt import BlockReport, ContextReport, Status
 

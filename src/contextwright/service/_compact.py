@@ -29,7 +29,7 @@ from ..history import (
 )
 from ..model._messages import Message
 from ..stores import CompactionEntry, Job, MessageOutline, Summary
-from ..tokens._count import count_message
+from ..tokens._frame import count_message
 from ._tail import Tail
 
 if TYPE_CHECKING:

@@ -68,7 +68,7 @@ from ..stores import (
 )
 from ..stores._records import not_owner
 from ..stores._runner import JobRunner
-from ..tokens._count import count_message
+from ..tokens._frame import count_message
 from ._compact import SUMMARISE, Compactor, MemoryFlush, Offload, _Written
 from ._tail import StoreCalls, Tail, TailCache
 

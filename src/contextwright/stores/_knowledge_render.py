@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..tokens._count import TokenCounter, truncate_to_tokens
+from ..tokens._count import TokenCounter
+from ..tokens._truncate import truncate_to_tokens
 from ._knowledge import KnowledgeHit
 
 __all__ = ["render_passages"]

@@ -33,7 +33,8 @@ from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError
 from ..model._messages import check_unicode, unicode_problem
-from ..tokens._count import HeuristicCounter, TokenCounter, truncate_to_tokens
+from ..tokens._count import HeuristicCounter, TokenCounter
+from ..tokens._truncate import truncate_to_tokens
 
 __all__ = ["Chunk", "chunk_document"]
 

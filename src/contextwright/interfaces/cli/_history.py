@@ -33,7 +33,8 @@ from ...pipeline._engine import ContextEngine
 from ...service._conversations import Conversations
 from ...stores import SQLiteStore, default_db_path
 from ...stores._records import not_owner
-from ...tokens._count import HeuristicCounter, TokenCounter, default_counter, encoding_for_model
+from ...tokens._count import HeuristicCounter, TokenCounter
+from ...tokens._exact import default_counter, encoding_for_model
 from ._files import load_conversation
 
 __all__ = ["add_parsers", "counter_for", "export_text", "run", "stable_ids"]

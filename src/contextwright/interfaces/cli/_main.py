@@ -40,7 +40,8 @@ from ...sources import (
     consultation_templates,
     default_sources,
 )
-from ...tokens._count import HeuristicCounter, TokenCounter, default_counter
+from ...tokens._count import HeuristicCounter, TokenCounter
+from ...tokens._exact import default_counter
 from ..eval import _locomo as _eval
 from . import _history as _cli_history
 from ._files import load_conversation as _load

@@ -80,7 +80,9 @@ from ...model._messages import Message, Role
 from ...pipeline._engine import ContextEngine
 from ...service._conversations import Conversations
 from ...stores import AsyncStore, SQLiteStore, Store
-from ...tokens._count import TiktokenCounter, TokenCounter, count_messages
+from ...tokens._count import TokenCounter
+from ...tokens._exact import TiktokenCounter
+from ...tokens._frame import count_messages
 
 __all__ = [
     "CATEGORIES",
