@@ -41,13 +41,8 @@ from contextwright.adapters import (
     validate_openai_chat,
     validate_responses,
 )
-from contextwright.model._messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from contextwright.model._messages import Message
+from contextwright.model._parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
 
 # -- strict SDK type checks ---------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from contextwright.history import (
     plan_compaction,
     summary_boundary,
 )
-from contextwright.model._messages import iter_units_backwards
+from contextwright.model._units import iter_units_backwards
 from contextwright.stores import SQLiteStore
 
 from .conftest import conversations

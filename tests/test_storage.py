@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from contextwright import InvalidMessageError, Message, TextPart, ToolCallPart, ToolResultPart
 from contextwright._errors import ConfigError, StoreError, SummaryConflictError
-from contextwright.model._messages import ImagePart
+from contextwright.model._parts import ImagePart
 from contextwright.stores import (
     MIGRATIONS,
     AsyncStore,

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from contextwright import ConfigError, Message
-from contextwright.model._messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
+from contextwright.model._parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
 from contextwright.tokens import _estimate as _heuristic
 from contextwright.tokens._count import CachedCounter, HeuristicCounter, TokenCounter
 from contextwright.tokens._estimate import estimate_tokens

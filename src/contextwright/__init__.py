@@ -44,15 +44,9 @@ from .interfaces.eval._locomo import evaluate_locomo, memory_qa_engine
 from .knowledge import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
 from .memory import InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
 from .model._blocks import Block, Priority, escape_content, render_block, unescape_content
-from .model._messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Unit,
-    group_units,
-)
+from .model._messages import Message
+from .model._parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
+from .model._units import Unit, group_units
 from .pipeline._engine import ContextEngine
 from .pipeline._receipt import BlockReport, BuiltContext, ContextReport, SectionReport
 from .service import (

@@ -54,7 +54,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .._errors import ConfigError
-from ..model._messages import Message, TextPart
+from ..model._messages import Message
+from ..model._parts import TextPart
 from ..stores import MessageOutline
 from ..tokens._count import TokenCounter
 from ..tokens._truncate import truncate_to_tokens

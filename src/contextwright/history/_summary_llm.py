@@ -17,7 +17,8 @@ from dataclasses import replace
 
 from .._errors import ConfigError
 from ..llm import LLM, describe_error
-from ..model._messages import Message, TextPart
+from ..model._messages import Message
+from ..model._parts import TextPart
 from ..tokens._count import TokenCounter
 from ..tokens._truncate import truncate_to_tokens
 from ._summary import RuleSummarizer, Summarizer, SummaryDraft, _clip

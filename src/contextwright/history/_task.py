@@ -44,7 +44,8 @@ from typing import Any, Literal
 
 from .._errors import ConfigError
 from ..model._blocks import Block, Priority
-from ..model._messages import Message, TextPart
+from ..model._messages import Message
+from ..model._parts import TextPart
 from ..sources._base import FetchResult, SourceBase, Trigger
 from ..sources._state import Turn
 

@@ -37,7 +37,9 @@ from operator import is_
 from typing import Any
 
 from .._errors import InvalidMessageError
-from ..model._messages import Message, Part, TextPart, ToolResultPart, Unit, iter_units_backwards
+from ..model._messages import Message
+from ..model._parts import Part, TextPart, ToolResultPart
+from ..model._units import Unit, iter_units_backwards
 from ..tokens._count import TokenCounter
 from ..tokens._frame import DEFAULT_OVERHEAD, MessageOverhead, count_message
 from ..tokens._truncate import truncate_to_tokens

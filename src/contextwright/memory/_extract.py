@@ -64,7 +64,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError
 from ..llm import LLM, describe_error
-from ..model._messages import Message, TextPart
+from ..model._messages import Message
+from ..model._parts import TextPart
 
 __all__ = [
     "KINDS",

@@ -27,7 +27,7 @@ from enum import IntEnum
 from typing import Any, Literal, TypeAlias
 
 from .._errors import ConfigError
-from ._messages import unicode_problem
+from ._checks import unicode_problem
 
 __all__ = [
     "Block",

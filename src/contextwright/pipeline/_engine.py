@@ -41,7 +41,9 @@ from ..history._window import (
     turn_opener,
 )
 from ..model._blocks import Block, Priority
-from ..model._messages import Message, check_unicode, iter_units_backwards
+from ..model._checks import check_unicode
+from ..model._messages import Message
+from ..model._units import iter_units_backwards
 from ..sources._base import Source
 from ..sources._state import ConversationState, Turn
 from ..sources._templates import Placement, templates_for

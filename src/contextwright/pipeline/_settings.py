@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from .._errors import ConfigError
 from ..model._blocks import Block
-from ..model._messages import unicode_problem
+from ..model._checks import unicode_problem
 from ..tokens._frame import MessageOverhead
 
 __all__ = ["check_settings", "check_text"]

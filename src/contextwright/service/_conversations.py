@@ -51,7 +51,8 @@ from ..history import (
     readback_page,
     summary_boundary,
 )
-from ..model._messages import Message, ToolResultPart
+from ..model._messages import Message
+from ..model._parts import ToolResultPart
 from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
 from ..stores import (

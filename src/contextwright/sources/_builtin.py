@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 from ..knowledge import KnowledgeStore
 from ..memory import Memory, MemoryStore, Scope
 from ..model._blocks import Block, Priority
-from ..model._messages import ToolCallPart
+from ..model._parts import ToolCallPart
 from ..stores._cache import user_memory_tag
 from ._base import FetchResult, SourceBase, Trigger, every_n_turns, keywords, stage
 from ._state import AgentCall, Turn

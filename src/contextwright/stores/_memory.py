@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError, InvalidMessageError
-from ..model._messages import check_unicode, unicode_problem
+from ..model._checks import check_unicode, unicode_problem
 from ..text._lexical import lexical_score, terms
 from ._cache import cache_namespace
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError
-from ..model._messages import check_unicode, unicode_problem
+from ..model._checks import check_unicode, unicode_problem
 from ..tokens._count import HeuristicCounter, TokenCounter
 from ..tokens._truncate import truncate_to_tokens
 

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._errors import ConfigError
-from ..model._messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from ..model._messages import Message
+from ..model._parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
 from ._count import TokenCounter
 
 __all__ = [

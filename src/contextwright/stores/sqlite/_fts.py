@@ -46,7 +46,8 @@ import re
 import sqlite3
 from collections.abc import Iterable
 
-from ...model._messages import Message, ToolCallPart
+from ...model._messages import Message
+from ...model._parts import ToolCallPart
 
 __all__ = [
     "FTS_TABLES", "SEQ_BITS", "fts_entries", "fts_range", "fts_rowid", "fts_table", "index_text",

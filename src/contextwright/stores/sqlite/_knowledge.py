@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ...llm._embed import Embedder
-from ...model._messages import check_unicode, unicode_problem
+from ...model._checks import check_unicode, unicode_problem
 from ...text._chunk import Chunk, chunk_document
 from ...text._hybrid import SearchWeights, VectorIndex, coverage, idf, query_units
 from ...tokens._count import HeuristicCounter, TokenCounter

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..._errors import ConfigError, InvalidMessageError
-from ...model._messages import unicode_problem
+from ...model._checks import unicode_problem
 from .._memory import Memory, Scope, check_category, check_content, check_importance, check_key
 
 __all__ = [

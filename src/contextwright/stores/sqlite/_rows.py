@@ -17,14 +17,9 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from ..._errors import ConfigError, InvalidMessageError
-from ...model._messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ToolResultPart,
-    _part_to_dict,
-    unicode_problem,
-)
+from ...model._checks import unicode_problem
+from ...model._messages import Message
+from ...model._parts import ImagePart, TextPart, ToolResultPart, _part_to_dict
 from .._records import CompactionEntry, ConversationInfo, MessageOutline, Summary
 from ._fts import index_text
 
