@@ -49,8 +49,20 @@ from collections.abc import Iterable
 from .._messages import Message, ToolCallPart
 
 __all__ = [
-    "FTS_TABLES", "SEQ_BITS", "fts_entries", "fts_range", "fts_rowid", "fts_table", "index_text",
-    "match_query", "query_units", "segment", "starts_cjk", "write_index",
+    "FTS_TABLES",
+    "SEQ_BITS",
+    "any_of",
+    "fts_entries",
+    "fts_range",
+    "fts_rowid",
+    "fts_table",
+    "index_text",
+    "match_query",
+    "query_units",
+    "segment",
+    "starts_cjk",
+    "unit_expressions",
+    "write_index",
 ]  # fmt: skip
 
 # Han (with extension A and compatibility ideographs), kana, 々 and the
@@ -189,8 +201,8 @@ def query_units(query: str) -> list[tuple[str, str]]:
     return list(dict.fromkeys(units))[:_MAX_TERMS]
 
 
-def match_query(query: str) -> str | None:
-    """The FTS5 expression for ``query`` on column ``body``, or None if it has no terms."""
+def unit_expressions(query: str) -> list[str]:
+    """Each term of ``query`` (`query_units`) as its own FTS5 expression, in order."""
     terms: list[str] = []
     for kind, text in query_units(query):
         if kind == "prefix":
@@ -199,6 +211,15 @@ def match_query(query: str) -> str | None:
             terms.append(_quote(" ".join(_bigrams(text))))
         else:
             terms.append(_quote(text))
-    if not terms:
-        return None
-    return "body : (" + " OR ".join(terms) + ")"
+    return terms
+
+
+def any_of(expressions: Iterable[str]) -> str | None:
+    """The FTS5 expression matching any of ``expressions`` in column ``body`` (None if none)."""
+    terms = list(expressions)
+    return "body : (" + " OR ".join(terms) + ")" if terms else None
+
+
+def match_query(query: str) -> str | None:
+    """The FTS5 expression for ``query`` on column ``body``, or None if it has no terms."""
+    return any_of(unit_expressions(query))

@@ -371,6 +371,19 @@ def m005_index_when_searched(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE conversations SET fts_seq = last_seq")
 
 
+@migration
+def m006_messages_by_name(conn: sqlite3.Connection) -> None:
+    """An index of the named turns of each conversation (recall's speakers, `speaker_names`).
+
+    Partial: messages without a name (most of an agent's thread) and tool
+    results cost nothing.
+    """
+    conn.execute(
+        "CREATE INDEX messages_by_name ON messages (cid, name, seq) "
+        "WHERE name IS NOT NULL AND role IN ('user', 'assistant')"
+    )
+
+
 def _applied(conn: sqlite3.Connection) -> set[str]:
     return {name for (name,) in conn.execute("SELECT name FROM _migrations")}
 

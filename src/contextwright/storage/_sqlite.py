@@ -62,9 +62,18 @@ from typing import Any
 from .._errors import ConfigError, InvalidMessageError, StoreError
 from .._messages import ROLES, Message
 from . import _rows
-from ._base import ConversationInfo, SearchHit, default_db_path, not_owner
+from ._base import ConversationInfo, MessageOutline, SearchHit, default_db_path, not_owner
 from ._checkpoint import Checkpointer
-from ._fts import FTS_TABLES, SEQ_BITS, fts_range, fts_table, match_query, write_index
+from ._fts import (
+    FTS_TABLES,
+    SEQ_BITS,
+    any_of,
+    fts_range,
+    fts_table,
+    match_query,
+    unit_expressions,
+    write_index,
+)  # fmt: skip
 from ._migrations import MIGRATIONS, Migration, apply_migrations
 from ._rows import CONV_COLUMNS, MSG_COLUMNS
 from ._sqlite_history import HistoryTables
@@ -168,8 +177,14 @@ class SQLiteStore(HistoryTables):
     # -- plumbing -------------------------------------------------------------------
 
     @contextmanager
-    def _tx(self, write: bool, tenant: object) -> Iterator[sqlite3.Connection]:
-        """One transaction (see the module docstring); sqlite3 errors become `StoreError`."""
+    def _tx(
+        self, write: bool, tenant: object, *, content: bool = True
+    ) -> Iterator[sqlite3.Connection]:
+        """One transaction (see the module docstring); sqlite3 errors become `StoreError`.
+
+        ``content=False`` marks a write that changes no content (the full-text index
+        catching up): it leaves this store's change token as it was.
+        """
         if tenant is not _rows.EVERY_TENANT:
             _rows.name(tenant, "tenant")
         with self._lock:
@@ -185,7 +200,7 @@ class SQLiteStore(HistoryTables):
                 try:
                     yield conn
                     conn.execute("COMMIT")
-                    if write:
+                    if write and content:
                         self._writes += 1
                         self._last_write.tokens = (
                             (version, self._writes - 1), (version, self._writes)
@@ -674,23 +689,27 @@ class SQLiteStore(HistoryTables):
             for table in FTS_TABLES:
                 conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
-    def _indexed(self, tenant: str, conversation: str) -> int | None:
-        """The conversation's cid (None if the tenant has none such), its messages all indexed.
+    def _indexed(self, tenant: str, conversation: str, before_seq: int | None = None) -> int | None:
+        """The conversation's cid (None if the tenant has none such), its messages indexed.
 
         Appending does not index (m005): the messages stored since the last search
         are indexed here first, in one write transaction, which re-reads how far
         the index goes under the write lock (another process may have done it).
+        With ``before_seq`` only the messages below it need to be in the index (a
+        search below the recent window): the index is brought up to the newest
+        message only once the window has moved past it, in one batch.
         """
         with self._tx(False, tenant) as conn:
             row = conn.execute(
-                "SELECT cid, fts_seq < last_seq FROM conversations WHERE tenant = ? AND id = ?",
+                "SELECT cid, fts_seq, last_seq FROM conversations WHERE tenant = ? AND id = ?",
                 (tenant, conversation),
             ).fetchone()
         if row is None:
             return None
-        cid, behind = row
-        if behind:
-            with self._tx(True, tenant) as conn:
+        cid, done, last = row
+        need = last if before_seq is None else min(last, before_seq - 1)
+        if done < need:
+            with self._tx(True, tenant, content=False) as conn:
                 self._index_pending(conn, cid)
         return int(cid)
 
@@ -778,6 +797,137 @@ class SQLiteStore(HistoryTables):
                 (expression, lo, hi, n),
             ).fetchall()
         return [(seq, -rank) for seq, rank in got]
+
+    def speaker_names(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> list[str]:
+        """The distinct names of the user and assistant messages with ``after_seq < seq <= upto_seq``, sorted.
+
+        Recall reads a conversation's speakers from here (names in a question are a
+        prior, not search words); the partial index ``messages_by_name`` (m006)
+        answers it without reading the messages.
+        """
+        after = _rows.count(after_seq, "after_seq")
+        upto = _rows.MAX_SEQ if upto_seq is None else _rows.count(upto_seq, "upto_seq")
+        with self._tx(False, tenant) as conn:
+            found = conn.execute(
+                "SELECT DISTINCT m.name FROM messages m JOIN conversations c ON c.cid = m.cid "
+                "WHERE c.tenant = ? AND c.id = ? AND m.name IS NOT NULL "
+                "AND m.role IN ('user', 'assistant') AND m.seq > ? AND m.seq <= ? ORDER BY m.name",
+                (tenant, conversation, after, upto),
+            ).fetchall()
+        return [name for (name,) in found]
+
+    def search_outlines(
+        self,
+        conversation: str,
+        query: str,
+        *,
+        tenant: str,
+        limit: int = 10,
+        before_seq: int | None = None,
+        match_budget: int | None = None,
+        around: int = 0,
+    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
+        """The best ``limit`` messages for ``query`` as (seq, score), and the outlines around them.
+
+        Searches the messages' index (user, assistant, system and developer
+        messages; not tool results) below ``before_seq``, BM25, best first, ties
+        to the newer message. The query's terms are taken as given (no stop
+        words dropped). ``match_budget`` bounds the work: the terms are taken
+        rarest first while the messages holding them add up to at most that many
+        (BM25 scores every match; common words made a search grow with the
+        conversation). The second list holds the outlines (`MessageOutline`, by
+        seq) of every message within ``around`` sequence numbers of a hit, the
+        hits included, below ``before_seq``: what a caller ranking neighbours
+        needs, in the same snapshot, in one call.
+        """
+        n = _rows.count(limit, "limit")
+        reach = _rows.count(around, "around")
+        budget = None if match_budget is None else _rows.count(match_budget, "match_budget")
+        if not isinstance(query, str):
+            raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
+        upper = None if before_seq is None else _rows.count(before_seq, "before_seq")
+        units = unit_expressions(query)
+        if not units or n == 0 or upper == 0:
+            return [], []
+        table = fts_table("user")
+        while True:  # one read transaction, unless the index must catch up first
+            with self._tx(False, tenant) as conn:
+                row = conn.execute(
+                    "SELECT cid, fts_seq, last_seq FROM conversations WHERE tenant = ? AND id = ?",
+                    (tenant, conversation),
+                ).fetchone()
+                if row is None:
+                    return [], []
+                cid, done, last = row
+                if done >= (last if upper is None else min(last, upper - 1)):
+                    return self._outlined(conn, table, cid, units, upper, n, budget, reach)
+            with self._tx(True, tenant, content=False) as conn:
+                self._index_pending(conn, cid)
+
+    def _outlined(
+        self, conn: sqlite3.Connection, table: str, cid: int, units: list[str],
+        upper: int | None, n: int, budget: int | None, reach: int,
+    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:  # fmt: skip
+        """`search_outlines` inside its read transaction, the index complete below ``upper``."""
+        lo, hi = fts_range(cid, upper)
+        if budget is not None:
+            units = self._rare_units(conn, table, units, lo, hi, budget)
+        expression = any_of(units)
+        if expression is None:
+            return [], []
+        hits = [
+            (seq, -rank)
+            for seq, rank in conn.execute(
+                f"SELECT rowid & {(1 << SEQ_BITS) - 1}, bm25({table}) AS rank FROM {table} "
+                f"WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rank, rowid DESC "
+                "LIMIT ?",
+                (expression, lo, hi, n),
+            )
+        ]
+        top = hi - lo  # the last seq searched
+        wanted: set[int] = set()
+        for seq, _ in hits:
+            wanted.update(range(max(1, seq - reach), min(top, seq + reach) + 1))
+        if not wanted:
+            return hits, []
+        rows = conn.execute(
+            f"SELECT {_rows.OUTLINE_COLUMNS} FROM messages m WHERE m.cid = ? AND m.seq IN "
+            "(SELECT value FROM json_each(?)) ORDER BY m.seq",
+            (cid, json.dumps(sorted(wanted))),
+        ).fetchall()
+        return hits, [_rows.outline(r) for r in rows]
+
+    @staticmethod
+    def _rare_units(
+        conn: sqlite3.Connection, table: str, units: list[str], lo: int, hi: int, budget: int
+    ) -> list[str]:
+        """The rarest of ``units`` (in rowids ``lo..hi``) while their matches add up to <= ``budget``.
+
+        Each unit's matches are counted up to ``budget + 1`` (a unit with more is
+        left out anyway), so counting costs at most that many postings a unit.
+        Among equally rare units, the query's order.
+        """
+        # one statement for all the counts: each is a few postings, the statements' own
+        # overhead was most of the time
+        count = (
+            f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? "
+            "AND rowid BETWEEN ? AND ? LIMIT ?))"
+        )
+        params: list[Any] = []
+        for unit in units:
+            params += (f"body : {unit}", lo, hi, budget + 1)
+        dfs = conn.execute("SELECT " + ", ".join([count] * len(units)), params).fetchone()
+        counted = sorted((df, i) for i, df in enumerate(dfs))
+        kept: list[int] = []
+        spent = 0
+        for df, i in counted:
+            if spent + df > budget:
+                break
+            spent += df
+            kept.append(i)
+        return [units[i] for i in sorted(kept)]
 
     @staticmethod
     def _expression(query: str) -> str | None:
