@@ -39,7 +39,7 @@ def test_public_api_is_pinned():
 
 # docs/architecture.md: imports point one way, from the interfaces down.
 LAYERS = {
-    "_messages": 0, "_cache": 0, "_errors": 0, "_lexical": 0, "_heuristic": 0, "_eager": 0,
+    "_messages": 0, "_cache": 0, "_errors": 0, "_lexical": 0, "_heuristic": 0,
     "_shutdown": 0,
     "_tokens": 1, "adapters": 1, "storage": 1, "llm": 1,
     "_blocks": 2, "_budget": 2, "memory": 2, "knowledge": 2, "_fit": 2,

@@ -30,7 +30,8 @@ index: ``_fts.py``):
   search first indexes the messages its conversation gained since the last one
   (``conversations.fts_seq``, m005; `_indexed`), in a write transaction of its
   own. Writing a message's FTS5 segment was about 40 % of appending it, while
-  searches are rare (recall keeps its own index in process, ``history/_postings.py``).
+  the index is needed only below a recall's window (`search_outlines` indexes in
+  batches, once the window has moved past what is indexed).
 
 Measured on the development machine (2 cores, SQLite 3.40, a file already
 holding 50,000 messages): appending one message took 0.18 ms (median; p95
@@ -67,10 +68,10 @@ from ._checkpoint import Checkpointer
 from ._fts import (
     FTS_TABLES,
     SEQ_BITS,
-    any_of,
     fts_range,
     fts_table,
     match_query,
+    search_outlines,
     unit_expressions,
     write_index,
 )  # fmt: skip
@@ -851,7 +852,6 @@ class SQLiteStore(HistoryTables):
         units = unit_expressions(query)
         if not units or n == 0 or upper == 0:
             return [], []
-        table = fts_table("user")
         while True:  # one read transaction, unless the index must catch up first
             with self._tx(False, tenant) as conn:
                 row = conn.execute(
@@ -862,72 +862,9 @@ class SQLiteStore(HistoryTables):
                     return [], []
                 cid, done, last = row
                 if done >= (last if upper is None else min(last, upper - 1)):
-                    return self._outlined(conn, table, cid, units, upper, n, budget, reach)
+                    return search_outlines(conn, cid, units, upper, n, budget, reach)
             with self._tx(True, tenant, content=False) as conn:
                 self._index_pending(conn, cid)
-
-    def _outlined(
-        self, conn: sqlite3.Connection, table: str, cid: int, units: list[str],
-        upper: int | None, n: int, budget: int | None, reach: int,
-    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:  # fmt: skip
-        """`search_outlines` inside its read transaction, the index complete below ``upper``."""
-        lo, hi = fts_range(cid, upper)
-        if budget is not None:
-            units = self._rare_units(conn, table, units, lo, hi, budget)
-        expression = any_of(units)
-        if expression is None:
-            return [], []
-        hits = [
-            (seq, -rank)
-            for seq, rank in conn.execute(
-                f"SELECT rowid & {(1 << SEQ_BITS) - 1}, bm25({table}) AS rank FROM {table} "
-                f"WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rank, rowid DESC "
-                "LIMIT ?",
-                (expression, lo, hi, n),
-            )
-        ]
-        top = hi - lo  # the last seq searched
-        wanted: set[int] = set()
-        for seq, _ in hits:
-            wanted.update(range(max(1, seq - reach), min(top, seq + reach) + 1))
-        if not wanted:
-            return hits, []
-        rows = conn.execute(
-            f"SELECT {_rows.OUTLINE_COLUMNS} FROM messages m WHERE m.cid = ? AND m.seq IN "
-            "(SELECT value FROM json_each(?)) ORDER BY m.seq",
-            (cid, json.dumps(sorted(wanted))),
-        ).fetchall()
-        return hits, [_rows.outline(r) for r in rows]
-
-    @staticmethod
-    def _rare_units(
-        conn: sqlite3.Connection, table: str, units: list[str], lo: int, hi: int, budget: int
-    ) -> list[str]:
-        """The rarest of ``units`` (in rowids ``lo..hi``) while their matches add up to <= ``budget``.
-
-        Each unit's matches are counted up to ``budget + 1`` (a unit with more is
-        left out anyway), so counting costs at most that many postings a unit.
-        Among equally rare units, the query's order.
-        """
-        # one statement for all the counts: each is a few postings, the statements' own
-        # overhead was most of the time
-        count = (
-            f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? "
-            "AND rowid BETWEEN ? AND ? LIMIT ?))"
-        )
-        params: list[Any] = []
-        for unit in units:
-            params += (f"body : {unit}", lo, hi, budget + 1)
-        dfs = conn.execute("SELECT " + ", ".join([count] * len(units)), params).fetchone()
-        counted = sorted((df, i) for i, df in enumerate(dfs))
-        kept: list[int] = []
-        spent = 0
-        for df, i in counted:
-            if spent + df > budget:
-                break
-            spent += df
-            kept.append(i)
-        return [units[i] for i in sorted(kept)]
 
     @staticmethod
     def _expression(query: str) -> str | None:
