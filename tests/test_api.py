@@ -92,9 +92,7 @@ def _part_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in PKG.rglob("*.py"):
         me = _part(_module(path))
-        graph.setdefault(me, set()).update(
-            p for p in map(_part, _imports(path)) if p != me and (me, p) not in _UNTIL_EAGER_GOES
-        )
+        graph.setdefault(me, set()).update(p for p in map(_part, _imports(path)) if p != me)
     return graph
 
 
@@ -102,16 +100,12 @@ def test_every_part_has_a_floor():
     assert set(_part_graph()) <= set(FLOORS), set(_part_graph()) - set(FLOORS)
 
 
-# history's recall still runs its first step eagerly through pipeline/_eager.py.
-_UNTIL_EAGER_GOES = {("history", "pipeline")}
-
-
 def test_imports_point_down():
     bad = []
     for path in PKG.rglob("*.py"):
         me = _part(_module(path))
         for target in map(_part, _imports(path)):
-            if FLOORS[target] > FLOORS[me] and (me, target) not in _UNTIL_EAGER_GOES:
+            if FLOORS[target] > FLOORS[me]:
                 bad.append(f"{path.relative_to(PKG)} ({me}) imports {target}")
     assert not bad, bad
 

@@ -1,24 +1,21 @@
 """The fetch stage: every applicable source asked for its blocks, cached, under deadlines.
 
-Sources are coroutines, but most of them never wait for anything: the built-in
-state, stats and device sources, and memory or knowledge sources over in-process
-stores, compute their answer and return. Giving each one a task and a
-``wait_for`` (two tasks, a timer and several loop turns) cost more than their
-work: about 1.2 ms of a 10,000-message stateful build for eight sources. So
-each source is started *eagerly*, the way Python 3.12's eager tasks do: its
-coroutine is stepped once on the caller's stack. If it finishes there (the usual
-case) the result is used at once, with no task and no loop turn. If it suspends —
-it awaits real I/O — it is handed, where it stopped, to a task that finishes it
-under the source's deadline, concurrently with the other suspended sources.
+Each source's fetch runs as a task of its own, under its own deadline, and the
+tasks are awaited together. Most sources never wait for anything (the built-in
+state, stats and device sources, memory or knowledge sources over in-process
+stores): where asyncio has eager tasks (Python 3.12+) a task starts on the
+caller's stack, and one that finishes there costs no loop turn and no timer,
+its result is used at once. Elsewhere every source takes one loop turn.
 
 A source that computes for longer than its deadline without ever awaiting cannot
-be interrupted either way (a timeout can only cancel at an ``await``); its
-report line carries the time it took.
+be interrupted (a timeout can only cancel at an ``await``); its report line
+carries the time it took.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -28,7 +25,6 @@ from ..model._blocks import Block
 from ..sources._base import Source
 from ..sources._state import Turn
 from ..stores._cache import Cache, cache_namespace
-from ._eager import resume, step
 
 __all__ = ["Fetched", "fetch_all"]
 
@@ -64,7 +60,7 @@ def cache_key(source: Source, turn: Turn) -> str:
 
 
 class _Run:
-    """One source's fetch: started eagerly, finished later only if it had to wait."""
+    """One source's fetch, timed from its start."""
 
     __slots__ = ("allowance", "deadline", "source", "start", "turn")
 
@@ -93,15 +89,44 @@ class _Run:
             return self.failed(exc)
         return self.done("ok", blocks, "") if blocks else self.done("empty", [], "nothing to add")
 
-    async def finish(self, coro: Coroutine[Any, Any, Any], waiting: Any, cache: Cache) -> Fetched:
-        left = self.deadline - (time.perf_counter() - self.start)
+    async def run(self, cache: Cache) -> Fetched:
+        """The source's answer, or why there is none (failure, deadline)."""
         try:
-            value = await asyncio.wait_for(resume(coro, waiting), max(left, 0.0))
-        except asyncio.TimeoutError:
+            async with _timeout(self.deadline):
+                value = await self.source.fetch(self.turn, self.allowance)
+        except TimeoutError:
             return self.done("timed_out", [], f"no answer within {self.deadline * 1e3:.0f} ms")
         except Exception as exc:
             return self.failed(exc)
         return self.result(value, cache)
+
+
+if sys.version_info >= (3, 11):
+    _timeout = asyncio.timeout
+else:  # pragma: no cover - Python 3.10
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def _timeout(delay: float) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        handle = asyncio.get_running_loop().call_later(delay, task.cancel)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if handle.when() <= asyncio.get_running_loop().time():
+                raise TimeoutError from None
+            raise
+        finally:
+            handle.cancel()
+
+
+def _start(coro: Coroutine[Any, Any, Fetched]) -> asyncio.Task[Fetched]:
+    """A task for ``coro``, started eagerly where asyncio can (3.12+)."""
+    loop = asyncio.get_running_loop()
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(coro, loop=loop, eager_start=True)
+    return loop.create_task(coro)
 
 
 def from_cache(cache: Cache, source: Source, turn: Turn) -> Fetched | None:
@@ -122,34 +147,12 @@ def from_cache(cache: Cache, source: Source, turn: Turn) -> Fetched | None:
 async def fetch_all(
     sources: Sequence[Source], turn: Turn, allowance: int, cache: Cache
 ) -> list[Fetched]:
-    """Each source's answer, in order: cached, computed eagerly, or awaited under its deadline."""
-    out: list[Fetched | None] = []
-    waits: list[tuple[int, Coroutine[Any, Any, Fetched]]] = []
+    """Each source's answer, in order: cached, or fetched under its deadline (concurrently)."""
+    out: list[Fetched | asyncio.Task[Fetched]] = []
     for source in sources:
         hit = from_cache(cache, source, turn)
-        if hit is not None:
-            out.append(hit)
-            continue
-        run = _Run(source, turn, allowance)
-        try:
-            coro = source.fetch(turn, allowance)
-            if not asyncio.iscoroutine(coro):  # some other awaitable: wrap it
-                coro = _await(coro)
-            finished, value = step(coro)
-        except Exception as exc:
-            out.append(run.failed(exc))
-            continue
-        if finished:
-            out.append(run.result(value, cache))
-            continue
-        waits.append((len(out), run.finish(coro, value, cache)))
-        out.append(None)
-    if waits:
-        got = await asyncio.gather(*(c for _, c in waits))
-        for (i, _), f in zip(waits, got, strict=True):
-            out[i] = f
-    return [f for f in out if f is not None]
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+        out.append(hit if hit is not None else _start(_Run(source, turn, allowance).run(cache)))
+    waiting = [t for t in out if isinstance(t, asyncio.Task) and not t.done()]
+    if waiting:
+        await asyncio.wait(waiting)
+    return [f.result() if isinstance(f, asyncio.Task) else f for f in out]

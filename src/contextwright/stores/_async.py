@@ -105,6 +105,8 @@ class AsyncStore:
     pinned = _OnWorker(Store.pinned)
     search = _OnWorker(Store.search)
     search_seqs = _OnWorker(Store.search_seqs)
+    speaker_names = _OnWorker(Store.speaker_names)
+    search_outlines = _OnWorker(Store.search_outlines)
 
     async def close(self) -> None:
         """Close the wrapped store on the worker, then stop the worker (idempotent)."""

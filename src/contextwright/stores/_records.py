@@ -336,4 +336,20 @@ class Store(Protocol):
         roles: Sequence[str] | None = ("user", "assistant"),
     ) -> list[tuple[int, float]]: ...
 
+    def speaker_names(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> list[str]: ...
+
+    def search_outlines(
+        self,
+        conversation: str,
+        query: str,
+        *,
+        tenant: str,
+        limit: int = 10,
+        before_seq: int | None = None,
+        match_budget: int | None = None,
+        around: int = 0,
+    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]: ...
+
     def close(self) -> None: ...

@@ -42,16 +42,32 @@ without spaces are indexed as whole runs (a known limit).
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import sqlite3
 from collections.abc import Iterable
+from typing import Any
 
 from ...model._messages import Message
 from ...model._parts import ToolCallPart
+from .._records import MessageOutline
+from . import _rows
 
 __all__ = [
-    "FTS_TABLES", "SEQ_BITS", "fts_entries", "fts_range", "fts_rowid", "fts_table", "index_text",
-    "match_query", "query_units", "segment", "starts_cjk", "write_index",
+    "FTS_TABLES",
+    "SEQ_BITS",
+    "any_of",
+    "fts_entries",
+    "fts_range",
+    "fts_rowid",
+    "fts_table",
+    "index_text",
+    "match_query",
+    "query_units",
+    "segment",
+    "starts_cjk",
+    "unit_expressions",
+    "write_index",
 ]  # fmt: skip
 
 # Han (with extension A and compatibility ideographs), kana, 々 and the
@@ -169,8 +185,8 @@ def query_units(query: str) -> list[tuple[str, str]]:
     digits), ``"prefix"`` (a lone CJK character), ``"phrase"`` (a CJK run of three
     or more characters: its bigrams in a row) and ``"gram"`` (one bigram of a run).
     Repeats are dropped, and all after the first 64: a pasted essay as a query
-    should not make a search of thousands of terms. `match_query` writes them as FTS5; recall's in-process index
-    (``history/_postings.py``) looks them up itself.
+    should not make a search of thousands of terms. `match_query` and
+    `unit_expressions` write them as FTS5.
     """
     if query.isascii():  # no CJK run: only words (a C scan, then one findall)
         words = dict.fromkeys(_ASCII_TERM.findall(query))
@@ -190,8 +206,8 @@ def query_units(query: str) -> list[tuple[str, str]]:
     return list(dict.fromkeys(units))[:_MAX_TERMS]
 
 
-def match_query(query: str) -> str | None:
-    """The FTS5 expression for ``query`` on column ``body``, or None if it has no terms."""
+def unit_expressions(query: str) -> list[str]:
+    """Each term of ``query`` (`query_units`) as its own FTS5 expression, in order."""
     terms: list[str] = []
     for kind, text in query_units(query):
         if kind == "prefix":
@@ -200,6 +216,85 @@ def match_query(query: str) -> str | None:
             terms.append(_quote(" ".join(_bigrams(text))))
         else:
             terms.append(_quote(text))
-    if not terms:
-        return None
-    return "body : (" + " OR ".join(terms) + ")"
+    return terms
+
+
+def any_of(expressions: Iterable[str]) -> str | None:
+    """The FTS5 expression matching any of ``expressions`` in column ``body`` (None if none)."""
+    terms = list(expressions)
+    return "body : (" + " OR ".join(terms) + ")" if terms else None
+
+
+def match_query(query: str) -> str | None:
+    """The FTS5 expression for ``query`` on column ``body``, or None if it has no terms."""
+    return any_of(unit_expressions(query))
+
+
+# -- searching a conversation's messages ------------------------------------------------------
+
+
+def search_outlines(
+    conn: sqlite3.Connection, cid: int, units: list[str], upper: int | None, limit: int,
+    budget: int | None, around: int,
+) -> tuple[list[tuple[int, float]], list[MessageOutline]]:  # fmt: skip
+    """`SQLiteStore.search_outlines` inside its read transaction, the index complete below ``upper``.
+
+    ``units`` are the query's terms as FTS5 expressions (`unit_expressions`).
+    """
+    table = fts_table("user")
+    lo, hi = fts_range(cid, upper)
+    if budget is not None:
+        units = rare_units(conn, table, units, lo, hi, budget)
+    expression = any_of(units)
+    if expression is None:
+        return [], []
+    hits = [
+        (seq, -rank)
+        for seq, rank in conn.execute(
+            f"SELECT rowid & {(1 << SEQ_BITS) - 1}, bm25({table}) AS rank FROM {table} "
+            f"WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rank, rowid DESC LIMIT ?",
+            (expression, lo, hi, limit),
+        )
+    ]
+    top = hi - lo  # the last seq searched
+    wanted: set[int] = set()
+    for seq, _ in hits:
+        wanted.update(range(max(1, seq - around), min(top, seq + around) + 1))
+    if not wanted:
+        return hits, []
+    rows = conn.execute(
+        f"SELECT {_rows.OUTLINE_COLUMNS} FROM messages m WHERE m.cid = ? AND m.seq IN "
+        "(SELECT value FROM json_each(?)) ORDER BY m.seq",
+        (cid, json.dumps(sorted(wanted))),
+    ).fetchall()
+    return hits, [_rows.outline(r) for r in rows]
+
+
+def rare_units(
+    conn: sqlite3.Connection, table: str, units: list[str], lo: int, hi: int, budget: int
+) -> list[str]:
+    """The rarest of ``units`` (in rowids ``lo..hi``) while their matches add up to <= ``budget``.
+
+    Each unit's matches are counted up to ``budget + 1`` (a unit with more is
+    left out anyway), so counting costs at most that many postings a unit.
+    Among equally rare units, the query's order.
+    """
+    # one statement for all the counts: each is a few postings, the statements' own
+    # overhead was most of the time
+    count = (
+        f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? "
+        "AND rowid BETWEEN ? AND ? LIMIT ?))"
+    )
+    params: list[Any] = []
+    for unit in units:
+        params += (f"body : {unit}", lo, hi, budget + 1)
+    dfs = conn.execute("SELECT " + ", ".join([count] * len(units)), params).fetchone()
+    counted = sorted((df, i) for i, df in enumerate(dfs))
+    kept: list[int] = []
+    spent = 0
+    for df, i in counted:
+        if spent + df > budget:
+            break
+        spent += df
+        kept.append(i)
+    return [units[i] for i in sorted(kept)]

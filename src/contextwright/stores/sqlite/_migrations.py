@@ -412,6 +412,19 @@ def m006_jobs(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX jobs_due ON jobs (kind, state, run_after)")
 
 
+@migration
+def m007_messages_by_name(conn: sqlite3.Connection) -> None:
+    """An index of the named turns of each conversation (recall's speakers, `speaker_names`).
+
+    Partial: messages without a name (most of an agent's thread) and tool
+    results cost nothing.
+    """
+    conn.execute(
+        "CREATE INDEX messages_by_name ON messages (cid, name, seq) "
+        "WHERE name IS NOT NULL AND role IN ('user', 'assistant')"
+    )
+
+
 def _applied(conn: sqlite3.Connection) -> set[str]:
     return {name for (name,) in conn.execute("SELECT name FROM _migrations")}
 

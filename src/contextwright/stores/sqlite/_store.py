@@ -30,7 +30,8 @@ index: ``_fts.py``):
   search first indexes the messages its conversation gained since the last one
   (``conversations.fts_seq``, m005; `_indexed`), in a write transaction of its
   own. Writing a message's FTS5 segment was about 40 % of appending it, while
-  searches are rare (recall keeps its own index in process, ``history/_postings.py``).
+  the index is needed only below a recall's window (`search_outlines` indexes in
+  batches, once the window has moved past what is indexed).
 
 Measured on the development machine (2 cores, SQLite 3.40, a file already
 holding 50,000 messages): appending one message took 0.18 ms (median; p95
@@ -61,10 +62,19 @@ from typing import Any
 
 from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ...model._messages import ROLES, Message
-from .._records import ConversationInfo, SearchHit, default_db_path, not_owner
+from .._records import ConversationInfo, MessageOutline, SearchHit, default_db_path, not_owner
 from . import _rows
 from ._checkpoint import Checkpointer
-from ._fts import FTS_TABLES, SEQ_BITS, fts_range, fts_table, match_query, write_index
+from ._fts import (
+    FTS_TABLES,
+    SEQ_BITS,
+    fts_range,
+    fts_table,
+    match_query,
+    search_outlines,
+    unit_expressions,
+    write_index,
+)
 from ._history import HistoryTables
 from ._migrations import MIGRATIONS, Migration, apply_migrations
 from ._rows import CONV_COLUMNS, MSG_COLUMNS
@@ -169,12 +179,12 @@ class SQLiteStore(HistoryTables):
 
     @contextmanager
     def _tx(
-        self, write: bool, tenant: object, *, side: bool = False
+        self, write: bool, tenant: object, *, content: bool = True
     ) -> Iterator[sqlite3.Connection]:
         """One transaction (see the module docstring); sqlite3 errors become `StoreError`.
 
-        ``side``: a write to tables beside the conversations (the job queue) that
-        leaves `change_token` as it is, so caches of conversations stay current.
+        ``content=False`` marks a write that changes no content (the full-text index
+        catching up): it leaves this store's change token as it was.
         """
         if tenant is not _rows.EVERY_TENANT:
             _rows.name(tenant, "tenant")
@@ -191,7 +201,7 @@ class SQLiteStore(HistoryTables):
                 try:
                     yield conn
                     conn.execute("COMMIT")
-                    if write and not side:
+                    if write and content:
                         self._writes += 1
                         self._last_write.tokens = (
                             (version, self._writes - 1), (version, self._writes)
@@ -680,23 +690,27 @@ class SQLiteStore(HistoryTables):
             for table in FTS_TABLES:
                 conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
-    def _indexed(self, tenant: str, conversation: str) -> int | None:
-        """The conversation's cid (None if the tenant has none such), its messages all indexed.
+    def _indexed(self, tenant: str, conversation: str, before_seq: int | None = None) -> int | None:
+        """The conversation's cid (None if the tenant has none such), its messages indexed.
 
         Appending does not index (m005): the messages stored since the last search
         are indexed here first, in one write transaction, which re-reads how far
         the index goes under the write lock (another process may have done it).
+        With ``before_seq`` only the messages below it need to be in the index (a
+        search below the recent window): the index is brought up to the newest
+        message only once the window has moved past it, in one batch.
         """
         with self._tx(False, tenant) as conn:
             row = conn.execute(
-                "SELECT cid, fts_seq < last_seq FROM conversations WHERE tenant = ? AND id = ?",
+                "SELECT cid, fts_seq, last_seq FROM conversations WHERE tenant = ? AND id = ?",
                 (tenant, conversation),
             ).fetchone()
         if row is None:
             return None
-        cid, behind = row
-        if behind:
-            with self._tx(True, tenant) as conn:
+        cid, done, last = row
+        need = last if before_seq is None else min(last, before_seq - 1)
+        if done < need:
+            with self._tx(True, tenant, content=False) as conn:
                 self._index_pending(conn, cid)
         return int(cid)
 
@@ -784,6 +798,73 @@ class SQLiteStore(HistoryTables):
                 (expression, lo, hi, n),
             ).fetchall()
         return [(seq, -rank) for seq, rank in got]
+
+    def speaker_names(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> list[str]:
+        """The distinct names of the user and assistant messages with ``after_seq < seq <= upto_seq``, sorted.
+
+        Recall reads a conversation's speakers from here (names in a question are a
+        prior, not search words); the partial index ``messages_by_name`` (m006)
+        answers it without reading the messages.
+        """
+        after = _rows.count(after_seq, "after_seq")
+        upto = _rows.MAX_SEQ if upto_seq is None else _rows.count(upto_seq, "upto_seq")
+        with self._tx(False, tenant) as conn:
+            found = conn.execute(
+                "SELECT DISTINCT m.name FROM messages m JOIN conversations c ON c.cid = m.cid "
+                "WHERE c.tenant = ? AND c.id = ? AND m.name IS NOT NULL "
+                "AND m.role IN ('user', 'assistant') AND m.seq > ? AND m.seq <= ? ORDER BY m.name",
+                (tenant, conversation, after, upto),
+            ).fetchall()
+        return [name for (name,) in found]
+
+    def search_outlines(
+        self,
+        conversation: str,
+        query: str,
+        *,
+        tenant: str,
+        limit: int = 10,
+        before_seq: int | None = None,
+        match_budget: int | None = None,
+        around: int = 0,
+    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
+        """The best ``limit`` messages for ``query`` as (seq, score), and the outlines around them.
+
+        Searches the messages' index (user, assistant, system and developer
+        messages; not tool results) below ``before_seq``, BM25, best first, ties
+        to the newer message. The query's terms are taken as given (no stop
+        words dropped). ``match_budget`` bounds the work: the terms are taken
+        rarest first while the messages holding them add up to at most that many
+        (BM25 scores every match; common words made a search grow with the
+        conversation). The second list holds the outlines (`MessageOutline`, by
+        seq) of every message within ``around`` sequence numbers of a hit, the
+        hits included, below ``before_seq``: what a caller ranking neighbours
+        needs, in the same snapshot, in one call.
+        """
+        n = _rows.count(limit, "limit")
+        reach = _rows.count(around, "around")
+        budget = None if match_budget is None else _rows.count(match_budget, "match_budget")
+        if not isinstance(query, str):
+            raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
+        upper = None if before_seq is None else _rows.count(before_seq, "before_seq")
+        units = unit_expressions(query)
+        if not units or n == 0 or upper == 0:
+            return [], []
+        while True:  # one read transaction, unless the index must catch up first
+            with self._tx(False, tenant) as conn:
+                row = conn.execute(
+                    "SELECT cid, fts_seq, last_seq FROM conversations WHERE tenant = ? AND id = ?",
+                    (tenant, conversation),
+                ).fetchone()
+                if row is None:
+                    return [], []
+                cid, done, last = row
+                if done >= (last if upper is None else min(last, upper - 1)):
+                    return search_outlines(conn, cid, units, upper, n, budget, reach)
+            with self._tx(True, tenant, content=False) as conn:
+                self._index_pending(conn, cid)
 
     @staticmethod
     def _expression(query: str) -> str | None:
