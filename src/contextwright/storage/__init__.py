@@ -7,7 +7,12 @@ compaction plans from, without decoding them), versioned summaries, a compaction
 log, a short-lived working memory, pinned items, and full-text search over old
 turns in English and Chinese — every call scoped by tenant. `SQLiteStore` is the
 embedded default (one SQLite file, WAL, FTS5); `AsyncStore` runs any store on a
-worker thread for async callers. The records it returns are frozen dataclasses.
+worker thread for async callers.
+
+The async contract (`Backend`: `ConversationLog`, `SummaryLog`, `CompactionLog`,
+`WorkingMemory`, `Pins`, `MessageSearch`) is what every backend provides:
+`SQLiteBackend` over one file, `contextwright.testing.MemoryBackend` in memory.
+Each conversation carries a version that every write moves by one (`Written`). The records it returns are frozen dataclasses.
 Compaction never deletes a message: summaries replace old turns in the prompt,
 the originals stay stored and searchable.
 
@@ -28,22 +33,44 @@ from ._base import (
     WorkingItem,
     default_db_path,
 )
+from ._contract import (
+    Backend,
+    CompactionLog,
+    ConversationLog,
+    MessageSearch,
+    Pins,
+    Readback,
+    SummaryLog,
+    WorkingMemory,
+    Written,
+)
 from ._migrations import MIGRATIONS, Migration, apply_migrations, migration
 from ._sqlite import SQLiteStore
+from ._sqlite_backend import SQLiteBackend
 
 __all__ = [
     "MIGRATIONS",
     "AsyncStore",
+    "Backend",
     "CompactionEntry",
+    "CompactionLog",
     "ConversationInfo",
+    "ConversationLog",
     "MessageOutline",
+    "MessageSearch",
     "Migration",
     "PinnedItem",
+    "Pins",
+    "Readback",
+    "SQLiteBackend",
     "SQLiteStore",
     "SearchHit",
     "Store",
     "Summary",
+    "SummaryLog",
     "WorkingItem",
+    "WorkingMemory",
+    "Written",
     "apply_migrations",
     "default_db_path",
     "migration",

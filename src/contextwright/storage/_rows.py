@@ -342,6 +342,15 @@ def summary_row(s: Summary) -> tuple[int, int, int, int, str, str]:
     return version, from_seq, upto, tokens, s.method, dumps(dict(s.meta), "summary.meta")
 
 
+def same_conversation(s: Summary, e: CompactionEntry) -> None:
+    """A compaction's summary and log entry must be of one conversation."""
+    if e.conversation != s.conversation:
+        raise InvalidMessageError(
+            "entry.conversation",
+            f"is {e.conversation!r} but the summary is of {s.conversation!r}",
+        )
+
+
 def compaction_row(e: CompactionEntry) -> tuple[Any, ...]:
     """The compactions columns after ``cid`` (at … detail) of an entry to log."""
     if not isinstance(e, CompactionEntry):

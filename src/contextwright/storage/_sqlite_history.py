@@ -138,6 +138,9 @@ class HistoryTables:
 
         ``expected`` as for `save_summary_versioned`.
         """
+        rows.summary_row(summary)
+        rows.compaction_row(entry)
+        rows.same_conversation(summary, entry)
         with self._tx(True, tenant) as conn:
             saved = self._insert_summary(conn, tenant, summary, expected)
             logged = self._insert_compaction(
