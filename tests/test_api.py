@@ -46,7 +46,7 @@ LAYERS = {
     "sources": 3, "_window": 3, "history": 3,
     "_receipt": 4, "_fetch": 4, "_engine": 4, "_conversations": 4, "_stateful": 4,
     "_stateful_compact": 4,
-    "cli": 5, "data": 5, "_files": 5, "_cli_history": 5, "_eval": 5,
+    "cli": 5, "data": 5, "_files": 5, "_cli_history": 5, "_eval": 5, "testing": 5,
 }  # fmt: skip
 
 
