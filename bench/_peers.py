@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from contextwright import Message
-from contextwright._tokens import DEFAULT_OVERHEAD, load_tiktoken_encoding
+from contextwright.tokens._count import DEFAULT_OVERHEAD, load_tiktoken_encoding
 
 __all__ = [
     "ENC",

@@ -21,7 +21,7 @@ from contextwright import (
     count_message,
     group_units,
 )
-from contextwright._window import select_window
+from contextwright.history._window import select_window
 
 PROVIDERS = ("openai", "anthropic", "responses")
 H = HeuristicCounter()

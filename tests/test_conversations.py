@@ -32,7 +32,7 @@ from contextwright import (
     group_units,
 )
 from contextwright.history import CompactionConfig
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 from .conftest import conversations
 
@@ -496,7 +496,7 @@ KILL_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {src!r})
     from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
     from contextwright.history import CompactionConfig
-    from contextwright.storage import SQLiteStore
+    from contextwright.stores import SQLiteStore
     engine = ContextEngine(counter=HeuristicCounter(), budget=4000)
     convs = Conversations(engine, SQLiteStore({db!r}), compaction=CompactionConfig(soft_threshold_tokens=100, hard_threshold_tokens=200, keep_recent_messages=2, summary_max_tokens=200))
     i = 0

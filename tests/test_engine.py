@@ -24,9 +24,9 @@ from contextwright import (
     UserError,
     count_messages,
     group_units,
+    invalidate_user_memory,
     user_memory_tag,
 )
-from contextwright.memory import invalidate_user_memory
 from contextwright.sources import (
     ConversationState,
     SourceBase,

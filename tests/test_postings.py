@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright.history._postings import Postings, stem, text_terms
-from contextwright.storage._fts import _QUERY_TERM, match_query, query_units, segment
+from contextwright.stores.sqlite._fts import _QUERY_TERM, match_query, query_units, segment
 
 K1, B = 1.2, 0.75  # FTS5's bm25() defaults, restated: the module's own constants may be wrong
 

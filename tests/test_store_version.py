@@ -17,7 +17,7 @@ import pytest
 
 from contextwright import InvalidMessageError, Message, ToolCallPart
 from contextwright._errors import ConfigError, SummaryConflictError
-from contextwright.storage import CompactionEntry, SQLiteStore, Summary
+from contextwright.stores import CompactionEntry, SQLiteStore, Summary
 
 T = "t"
 
@@ -253,7 +253,7 @@ def test_two_connections_see_each_others_bumps(tmp_path: Path) -> None:
 _CHILD = """
 import sys
 from contextwright import Message
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 with SQLiteStore(sys.argv[1]) as s:
     for i in range(int(sys.argv[2])):
         s.append("c", [Message.user(f"child {i}")], tenant="t", user="u")

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from contextwright import ConfigError, Message, _heuristic
-from contextwright._heuristic import estimate_tokens
-from contextwright._messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
-from contextwright._tokens import (
+from contextwright import ConfigError, Message
+from contextwright.model._messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
+from contextwright.tokens import _estimate as _heuristic
+from contextwright.tokens._count import (
     CachedCounter,
     HeuristicCounter,
     HFTokenizerCounter,
@@ -29,6 +29,7 @@ from contextwright._tokens import (
     encoding_for_model,
     truncate_to_tokens,
 )
+from contextwright.tokens._estimate import estimate_tokens
 
 tiktoken = pytest.importorskip("tiktoken")
 
@@ -154,7 +155,7 @@ def test_native_counter_long_texts_and_opt_out() -> None:
 def test_native_counter_is_refused_when_it_disagrees() -> None:
     """A vocabulary other than the native one (a custom ranks file) keeps tiktoken."""
     pytest.importorskip("bpe_openai")
-    from contextwright import _tokens
+    from contextwright.tokens import _count as _tokens
 
     class OneMore:  # counts one token more than the real encoding
         def encode_ordinary(self, text: str) -> list[int]:

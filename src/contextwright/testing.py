@@ -48,10 +48,10 @@ except ImportError:  # pragma: no cover - the property tests are left out
     _HYPOTHESIS = False
 
 from ._errors import ContextwrightError, InvalidMessageError, StoreError, SummaryConflictError
-from ._messages import Message, ToolCallPart
-from .storage._base import CompactionEntry, Summary
-from .storage._contract import Backend
-from .storage._memory import MemoryBackend
+from .model._messages import Message, ToolCallPart
+from .stores._contract import Backend
+from .stores._records import CompactionEntry, Summary
+from .stores.memory import MemoryBackend
 
 __all__ = ["ManualClock", "MemoryBackend", "StoreContract"]
 

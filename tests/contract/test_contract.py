@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from contextwright.storage import Backend, SQLiteBackend
+from contextwright.stores import Backend, SQLiteBackend
 from contextwright.testing import MemoryBackend, StoreContract
 
 

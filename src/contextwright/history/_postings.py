@@ -43,7 +43,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from ..storage._fts import query_units, segment, starts_cjk
+from ..stores.sqlite._fts import query_units, segment, starts_cjk
 
 __all__ = ["Postings", "stem", "text_terms"]
 

@@ -55,8 +55,8 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
-from .._messages import Message
-from ..storage import MessageOutline
+from ..model._messages import Message
+from ..stores import MessageOutline
 from ._postings import Postings
 
 if TYPE_CHECKING:

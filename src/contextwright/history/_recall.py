@@ -48,15 +48,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .._blocks import Block, Priority, escape_content, render_block
-from .._eager import resume, step
-from .._fit import JOIN_TOKENS
-from .._messages import Message
-from .._tokens import HeuristicCounter, TokenCounter, message_frame
+from ..budget._fit import JOIN_TOKENS
+from ..model._blocks import Block, Priority, escape_content, render_block
+from ..model._messages import Message
+from ..pipeline._eager import resume, step
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
 from ..sources._templates import templates_for, turn_context
-from ..storage import MessageOutline
+from ..stores import MessageOutline
+from ..tokens._count import HeuristicCounter, TokenCounter, message_frame
 from ._rank import IndexedTurn, QueryAnalysis, TurnIndex, TurnRanker, analyse
 
 __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
@@ -148,7 +148,7 @@ class RecallSource(SourceBase):
         """The recall of the memory-QA configuration: as many turns as fit, exact packing.
 
         Pair it with ``Budget(total, shares=MEMORY_QA_SHARES)`` and an engine
-        without the goal restatement (``contextwright._eval.memory_qa_engine``
+        without the goal restatement (``contextwright.memory_qa_engine``
         does both).
         """
         kw.setdefault("deadline", 2.0)  # a first call may have to index the conversation

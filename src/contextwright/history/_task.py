@@ -42,9 +42,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._blocks import Block, Priority
 from .._errors import ConfigError
-from .._messages import Message, TextPart
+from ..model._blocks import Block, Priority
+from ..model._messages import Message, TextPart
 from ..sources._base import FetchResult, SourceBase, Trigger
 from ..sources._state import Turn
 

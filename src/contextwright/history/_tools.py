@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigError
-from .._tokens import (
+from ..tokens._count import (
     CachedCounter,
     TiktokenCounter,
     TokenCounter,

@@ -63,8 +63,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError
-from .._messages import Message, TextPart
 from ..llm import LLM, describe_error
+from ..model._messages import Message, TextPart
 
 __all__ = [
     "KINDS",
