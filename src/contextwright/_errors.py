@@ -123,14 +123,23 @@ class SummaryConflictError(StoreError):
     """A summary was not saved because the stored latest one already covers as far.
 
     Another writer (usually another process compacting the same conversation)
-    saved a summary first; saving this one would cover nothing new. Not bad
+    saved a summary first; saving this one would cover nothing new, or the
+    caller said which version it expected to follow (``expected``) and another
+    came first. Not bad
     input: re-read and stand down, or summarise what follows ``latest``, the
     stored summary that won. Nothing was written.
     """
 
-    def __init__(self, upto_seq: int, latest: Any) -> None:
+    def __init__(self, upto_seq: int, latest: Any, *, expected: int | None = None) -> None:
         self.upto_seq = upto_seq
         self.latest = latest  # a `contextwright.stores.Summary`
+        self.expected = expected
+        if expected is not None:
+            super().__init__(
+                f"summary: expected the latest stored version to be {expected}, "
+                f"but it is {latest.version} (up to seq {latest.upto_seq})"
+            )
+            return
         super().__init__(
             f"summary.upto_seq: is {upto_seq}, but the stored summary version "
             f"{latest.version} already covers up to {latest.upto_seq}"

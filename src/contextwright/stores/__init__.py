@@ -7,8 +7,14 @@ compaction plans from, without decoding them), versioned summaries, a compaction
 log, a short-lived working memory, pinned items, and full-text search over old
 turns in English and Chinese — every call scoped by tenant. `SQLiteStore` is the
 embedded default (one SQLite file, WAL, FTS5); `AsyncStore` runs any store on a
-worker thread for async callers. `Jobs` is the durable queue of background work
-(`SQLiteJobs` in the same file, `MemoryJobs` in process). The records it returns are frozen dataclasses.
+worker thread for async callers.
+
+The async contract (`Backend`: `ConversationLog`, `SummaryLog`, `CompactionLog`,
+`WorkingMemory`, `Pins`, `MessageSearch`) is what every backend provides:
+`SQLiteBackend` over one file, `contextwright.testing.MemoryBackend` in memory.
+Each conversation carries a version that every write moves by one (`Written`).
+`Jobs` is the durable queue of background work (`SQLiteJobs` in the same
+file, `MemoryJobs` in process). The records it returns are frozen dataclasses.
 Compaction never deletes a message: summaries replace old turns in the prompt,
 the originals stay stored and searchable.
 
@@ -18,6 +24,17 @@ the originals stay stored and searchable.
 """
 
 from ._async import AsyncStore
+from ._contract import (
+    Backend,
+    CompactionLog,
+    ConversationLog,
+    MessageSearch,
+    Pins,
+    Readback,
+    SummaryLog,
+    WorkingMemory,
+    Written,
+)
 from ._jobs import Job, Jobs, MemoryJobs
 from ._records import (
     CompactionEntry,
@@ -30,6 +47,7 @@ from ._records import (
     WorkingItem,
     default_db_path,
 )
+from .sqlite._backend import SQLiteBackend
 from .sqlite._jobs import SQLiteJobs
 from .sqlite._migrations import MIGRATIONS, Migration, apply_migrations, migration
 from .sqlite._store import SQLiteStore
@@ -37,20 +55,30 @@ from .sqlite._store import SQLiteStore
 __all__ = [
     "MIGRATIONS",
     "AsyncStore",
+    "Backend",
     "CompactionEntry",
+    "CompactionLog",
     "ConversationInfo",
+    "ConversationLog",
     "Job",
     "Jobs",
     "MemoryJobs",
     "MessageOutline",
+    "MessageSearch",
     "Migration",
     "PinnedItem",
+    "Pins",
+    "Readback",
+    "SQLiteBackend",
     "SQLiteJobs",
     "SQLiteStore",
     "SearchHit",
     "Store",
     "Summary",
+    "SummaryLog",
     "WorkingItem",
+    "WorkingMemory",
+    "Written",
     "apply_migrations",
     "default_db_path",
     "migration",

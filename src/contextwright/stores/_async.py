@@ -82,6 +82,7 @@ class AsyncStore:
 
     ensure_conversation = _OnWorker(Store.ensure_conversation)
     get_conversation = _OnWorker(Store.get_conversation)
+    version = _OnWorker(Store.version)
     list_conversations = _OnWorker(Store.list_conversations)
     append = _OnWorker(Store.append)
     read = _OnWorker(Store.read)

@@ -77,7 +77,8 @@ class ConversationInfo:
 
     ``last_seq`` is the sequence number of the newest message (0 when empty);
     ``token_total`` is the sum of the stored per-message token counts (messages
-    stored without a count add nothing).
+    stored without a count add nothing). ``version`` grows by one with every
+    write to the conversation, in any process (see `Store.version`).
     """
 
     id: str
@@ -89,6 +90,7 @@ class ConversationInfo:
     message_count: int
     token_total: int
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +199,14 @@ class Store(Protocol):
     Writes are atomic: a method either does all it says or raises having written
     nothing. Bad input raises `InvalidMessageError` or `ConfigError` before any
     write; backend failures raise `StoreError`.
+
+    Every conversation has a ``version`` (`version`, `ConversationInfo.version`):
+    each call that writes to the conversation — creating it, appending, storing
+    recounts, a summary, a compaction log entry, working memory, a pin or unpin,
+    expiring its working memory — adds exactly one, in the same transaction. A
+    call that writes nothing (a rejected one, a retry of messages stored
+    already, an unpin of no pin) leaves it. It is the change token of any cache
+    of the conversation, in any process: equal versions, equal contents.
     """
 
     def ensure_conversation(
@@ -209,6 +219,10 @@ class Store(Protocol):
     ) -> ConversationInfo: ...
 
     def get_conversation(self, conversation: str, *, tenant: str) -> ConversationInfo | None: ...
+
+    def version(self, conversation: str, *, tenant: str) -> int:
+        """The conversation's version; 0 if the tenant has no such conversation."""
+        ...
 
     def list_conversations(
         self, *, tenant: str, user: str | None = None
@@ -275,7 +289,9 @@ class Store(Protocol):
 
     def set_message_tokens(
         self, conversation: str, *, tenant: str, counts: Mapping[int, int], counter: str
-    ) -> None: ...
+    ) -> int:
+        """Store recounts; return the conversation's version after the call."""
+        ...
 
     def save_summary(self, summary: Summary, *, tenant: str) -> Summary: ...
 

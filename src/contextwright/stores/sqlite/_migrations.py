@@ -98,7 +98,10 @@ __all__ = [
     "m002_memory",
     "m003_knowledge",
     "m004_fts_by_conversation",
+    "m005_index_when_searched",
     "m006_jobs",
+    "m007_messages_by_name",
+    "m008_conversation_version",
     "migration",
 ]
 
@@ -423,6 +426,22 @@ def m007_messages_by_name(conn: sqlite3.Connection) -> None:
         "CREATE INDEX messages_by_name ON messages (cid, name, seq) "
         "WHERE name IS NOT NULL AND role IN ('user', 'assistant')"
     )
+
+
+@migration
+def m008_conversation_version(conn: sqlite3.Connection) -> None:
+    """A per-conversation ``version``, bumped by every write to the conversation.
+
+    Each write that changes a conversation's rows (its creation, appends, recounts,
+    summaries, compaction log entries, working memory, pins) adds one to it in
+    its own transaction, so any process can tell whether what it cached of a
+    conversation is current by reading one integer off the primary key
+    (`SQLiteStore.version`). Existing conversations start at their message count
+    plus one if they hold messages, else 1: any value works as long as it only
+    grows, and a non-zero one says "it exists".
+    """
+    conn.execute("ALTER TABLE conversations ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+    conn.execute("UPDATE conversations SET version = message_count + 1")
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:

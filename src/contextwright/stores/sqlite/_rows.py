@@ -28,7 +28,8 @@ MAX_SEQ = 2**63 - 1
 # memory), so that every other call must name a real tenant.
 EVERY_TENANT = object()
 CONV_COLUMNS = (
-    "tenant, id, user, created_at, updated_at, last_seq, message_count, token_total, metadata"
+    "tenant, id, user, created_at, updated_at, last_seq, message_count, token_total, metadata, "
+    "version"
 )
 MSG_COLUMNS = "m.seq, m.tokens, m.counter, m.id, m.role, m.created_at, m.name, m.metadata, m.parts"
 # How an image is charged when estimating an uncounted message: the allowance
@@ -83,6 +84,13 @@ def count(value: object, where: str, *, minimum: int = 0) -> int:
     return value
 
 
+def bump(conn: sqlite3.Connection, cid: int) -> int:
+    """Add one to conversation ``cid``'s version (in the caller's write transaction); return it."""
+    conn.execute("UPDATE conversations SET version = version + 1 WHERE cid = ?", (cid,))
+    (version,) = conn.execute("SELECT version FROM conversations WHERE cid = ?", (cid,)).fetchone()
+    return int(version)
+
+
 def resolve(conn: sqlite3.Connection, tenant: str, conversation: str) -> tuple[int, int]:
     """(cid, last_seq) of an existing conversation; a missing one is the caller's error."""
     row = conn.execute(
@@ -123,9 +131,9 @@ def estimate(tokens: int | None, size: int, role: str = "") -> int:
 
 
 def conversation_info(row: Sequence[Any]) -> ConversationInfo:
-    tenant, conversation, user, created, updated, last, n, total, meta = row
+    tenant, conversation, user, created, updated, last, n, total, meta, version = row
     return ConversationInfo(
-        conversation, tenant, user, created, updated, last, n, total, json.loads(meta)
+        conversation, tenant, user, created, updated, last, n, total, json.loads(meta), version
     )
 
 
@@ -327,6 +335,15 @@ def summary_row(s: Summary) -> tuple[int, int, int, int, str, str]:
         raise InvalidMessageError("summary.created_at", "must be seconds since the epoch")
     version, tokens = count(s.version, "summary.version"), count(s.tokens, "summary.tokens")
     return version, from_seq, upto, tokens, s.method, dumps(dict(s.meta), "summary.meta")
+
+
+def same_conversation(s: Summary, e: CompactionEntry) -> None:
+    """A compaction's summary and log entry must be of one conversation."""
+    if e.conversation != s.conversation:
+        raise InvalidMessageError(
+            "entry.conversation",
+            f"is {e.conversation!r} but the summary is of {s.conversation!r}",
+        )
 
 
 def compaction_row(e: CompactionEntry) -> tuple[Any, ...]:
