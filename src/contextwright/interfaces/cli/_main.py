@@ -41,7 +41,7 @@ from ...sources import (
     default_sources,
 )
 from ...tokens._count import HeuristicCounter, TokenCounter, default_counter
-from ..eval import _locomo as _eval
+from ..eval import _locomo_cli as _eval
 from . import _history as _cli_history
 from ._files import load_conversation as _load
 
