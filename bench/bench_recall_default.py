@@ -39,7 +39,8 @@ from rich.table import Table
 
 from contextwright import ContextEngine, Conversations, TiktokenCounter
 from contextwright.history import RecallSource
-from contextwright.interfaces.eval._locomo import _content, _norm, load_locomo
+from contextwright.interfaces.eval._locomo import _content, _norm
+from contextwright.interfaces.eval._locomo_data import load_locomo
 from contextwright.model._blocks import unescape_content
 from contextwright.stores import SQLiteStore
 

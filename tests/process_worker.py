@@ -32,8 +32,7 @@ from contextwright import (
     Scope,
 )
 from contextwright.history import CompactionConfig
-from contextwright.memory import SQLiteMemoryStore
-from contextwright.memory._extract import Extracted, RuleExtractor
+from contextwright.memory import Extracted, RuleExtractor, SQLiteMemoryStore
 from contextwright.stores import SQLiteStore
 
 

@@ -20,8 +20,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from contextwright import ContextEngine, Conversations, HeuristicCounter, Message, Scope, UserError
-from contextwright.memory import SQLiteMemoryStore
-from contextwright.memory._extract import Extracted, RuleExtractor
+from contextwright.memory import Extracted, RuleExtractor, SQLiteMemoryStore
 from contextwright.service._memory_writer import (
     MemoryWriter,
     MemoryWriterStore,

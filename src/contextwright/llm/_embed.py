@@ -15,7 +15,8 @@ models' vectors mean nothing).
   ``torch==2.13.0`` from the CPU wheel first, or pip pulls the CUDA builds.
 - `OpenAICompatibleEmbedder` calls ``POST /v1/embeddings`` through the official
   ``openai`` SDK (the ``sdk`` extra): OpenAI itself, or vLLM, Ollama, LM Studio, a
-  gateway. The server's vectors are normalised here; some servers do not.
+  gateway. The server's vectors are normalised here; some servers do not. The client
+  is set up as the LLM clients' is (`_client.sdk_client`).
 
 A store works without any embedder (lexical search only). Embedding is the slow
 part of a write (MiniLM: a few ms per short text on CPU), so stores batch it.
@@ -32,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ConfigError, LLMError, MissingDependencyError
-from ._base import describe_error
+from ._client import call_failed, sdk_client
 
 __all__ = [
     "Embedder",
@@ -43,9 +44,6 @@ __all__ = [
 ]
 
 Vectors = npt.NDArray[np.float32]
-
-# Sent when a compatible server needs no key; the SDK insists on having one.
-_PLACEHOLDER_KEY = "not-needed"
 
 
 @runtime_checkable
@@ -221,21 +219,10 @@ class OpenAICompatibleEmbedder:
         self._dimension = dimension
         self._owns_client = client is None
         if client is None:
-            try:
-                import openai
-            except ImportError:
-                raise MissingDependencyError(
-                    "openai", "sdk", "the OpenAI-compatible embedder"
-                ) from None
-            key = api_key or os.environ.get("OPENAI_API_KEY")
-            if not key and base_url:
-                key = _PLACEHOLDER_KEY
-            try:
-                client = openai.OpenAI(
-                    api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
-                )
-            except openai.OpenAIError as exc:  # e.g. no key for api.openai.com
-                raise ConfigError(f"cannot set up the OpenAI client: {exc}") from exc
+            client = sdk_client(
+                "openai", "OpenAI", "the OpenAI-compatible embedder",
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries,
+            )  # fmt: skip
         self._client = client
 
     @property
@@ -250,7 +237,7 @@ class OpenAICompatibleEmbedder:
                 model=self.model, input=texts, encoding_format="float"
             )
         except Exception as exc:  # every SDK, transport and timeout error, translated
-            raise LLMError(f"{self.name}: {describe_error(exc)}") from exc
+            raise call_failed(self.name, exc) from exc
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != len(texts):
             raise LLMError(f"{self.name}: asked for {len(texts)} embeddings, got {len(data)}")

@@ -6,8 +6,9 @@
     store.search_sync(scope, "上海")[0].memory.content    # '我在上海工作'
     await store.search(scope, "where does she work?", 3)  # the MemoryStore protocol
 
-This package is the memory part's public face and its own logic, extraction
-(`_extract`: what a conversation says about the user, by rules or by a model).
+This package is the memory part's public face and its own logic, extraction: what a
+conversation says about the user, by rules (`_extract`, with the tables in `_rules_en`
+and `_rules_zh`) or by a model (`_extract_llm`), as `Extracted` records (`_extracted`).
 The rest lives where the layering puts it: the records and the async
 `MemoryStore` protocol in `stores/_memory.py`, `SQLiteMemoryStore` in
 `stores/sqlite/`, the hybrid-search formulas in `text/`, the embedders in `llm/`,
@@ -25,7 +26,9 @@ from ..stores._cache import user_memory_tag
 from ..stores._memory import CATEGORIES, InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
 from ..stores.sqlite._memory import SQLiteMemoryStore
 from ..text._hybrid import SearchWeights, VectorIndex
-from ._extract import KINDS, Extracted, Extractor, LLMExtractor, RuleExtractor, dedupe_key
+from ._extract import KINDS, RuleExtractor
+from ._extract_llm import LLMExtractor
+from ._extracted import Extracted, Extractor, dedupe_key
 
 __all__ = [
     "CATEGORIES",

@@ -42,7 +42,7 @@ from ...sources import (
 )
 from ...tokens._count import HeuristicCounter, TokenCounter
 from ...tokens._exact import default_counter
-from ..eval import _locomo as _eval
+from ..eval import _locomo_cli as _eval
 from . import _history as _cli_history
 from ._files import load_conversation as _load
 

@@ -53,48 +53,36 @@ that answer questions about a long past. Its method is in ``history/_rank.py``
 For reference, on the same split: the recency window alone 0.03 / 0.09 / 0.18 /
 0.33, and plain BM25 over turns 0.62 / 0.68 / 0.76 / 0.83. With MiniLM about
 13 ms of a build is the embedding of the question (one CPU thread).
+
+This module holds the configuration and the measuring; the files are read in
+`_locomo_data`, and the ``eval`` command lives in `_locomo_cli`.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import calendar
-import json
-import re
 import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..._errors import UserError
 from ...budget._budget import Budget
 from ...history import RecallSource
 from ...history._recall import MEMORY_QA_SHARES
 from ...model._blocks import unescape_content
-from ...model._messages import Message, Role
+from ...model._messages import Message
 from ...pipeline._engine import ContextEngine
 from ...service._conversations import Conversations
 from ...stores import AsyncStore, SQLiteStore, Store
 from ...tokens._count import TokenCounter
 from ...tokens._exact import TiktokenCounter
 from ...tokens._frame import count_messages
+from ._locomo_data import LocomoConversation, Question, load_locomo
 
-__all__ = [
-    "CATEGORIES",
-    "SYSTEM_PROMPT",
-    "LocomoConversation",
-    "Question",
-    "add_parsers",
-    "evaluate_locomo",
-    "load_locomo",
-    "memory_qa_engine",
-    "run",
-]
+__all__ = ["CATEGORIES", "SYSTEM_PROMPT", "evaluate_locomo", "memory_qa_engine"]
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant with a long memory of this conversation. "
@@ -103,8 +91,6 @@ SYSTEM_PROMPT = (
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 TENANT, USER = "eval", "eval"
 Observer = Callable[["Question", list[dict[str, Any]]], None]
-_EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
-_SESSION = re.compile(r"session_(\d+)")
 
 
 # -- the configuration -------------------------------------------------------------------
@@ -143,124 +129,6 @@ def memory_qa_engine(
 
 def _recall_of(engine: ContextEngine) -> RecallSource:
     return next(s for s in engine.sources if isinstance(s, RecallSource))
-
-
-# -- reading LoCoMo ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Question:
-    """A question as the builder sees it: its text and nothing else."""
-
-    text: str
-
-
-@dataclass
-class _Scored:
-    question: Question
-    evidence: list[str]  # resolved turn ids
-    category: int
-
-
-@dataclass
-class LocomoConversation:
-    """One LoCoMo file: the messages to ingest and the questions to score."""
-
-    name: str
-    messages: list[Message]
-    items: list[_Scored]
-    texts: dict[str, str]  # turn id -> text, for scoring
-    unresolved_evidence: int = 0
-    questions_skipped: int = 0
-
-
-def _when(raw: Any, where: str) -> float:
-    if not isinstance(raw, str):
-        raise UserError(f"{where}: missing or not a string")
-    text = " ".join(raw.split())
-    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y"):
-        try:
-            return float(calendar.timegm(datetime.strptime(text, fmt).timetuple()))
-        except ValueError:
-            continue
-    raise UserError(f"{where}: cannot read the date {raw!r}")
-
-
-def load_locomo(path: Path) -> list[LocomoConversation]:
-    """The conversations of one LoCoMo file; raises `UserError` (one line) if it holds none."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
-    if isinstance(data, list) and data and all(isinstance(d, dict) for d in data):
-        return [
-            _parse(
-                {**d["conversation"], "qa": d.get("qa")}
-                if isinstance(d.get("conversation"), dict)
-                else d,
-                f"{path.stem}#{d.get('sample_id', i)}",
-                f"{path}[{i}]",
-            )
-            for i, d in enumerate(data)
-        ]
-    return [_parse(data, path.stem, str(path))]
-
-
-def _parse(data: Any, name: str, path: str) -> LocomoConversation:
-    """One conversation object (see the module docstring for what is read, and how)."""
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: not a LoCoMo conversation (expected a JSON object)")
-    for key in ("speaker_a", "speaker_b"):
-        if not isinstance(data.get(key), str) or not data[key]:
-            raise UserError(f"{path}: not a LoCoMo conversation (no {key!r} string)")
-    if not isinstance(data.get("qa"), list):
-        raise UserError(f"{path}: not a LoCoMo conversation (no 'qa' list)")
-    sessions = sorted(int(m.group(1)) for k in data if (m := _SESSION.fullmatch(k)))
-    if not sessions:
-        raise UserError(f"{path}: not a LoCoMo conversation (no 'session_N' lists)")
-    speaker_a = data["speaker_a"]
-    messages: list[Message] = []
-    texts: dict[str, str] = {}
-    for n in sessions:
-        turns = data[f"session_{n}"]
-        if not isinstance(turns, list):
-            raise UserError(f"{path}: session_{n} is not a list of turns")
-        at = _when(data.get(f"session_{n}_date_time"), f"{path}: session_{n}_date_time")
-        for i, t in enumerate(turns):
-            where = f"{path}: session_{n}[{i}]"
-            if not isinstance(t, dict) or not all(
-                isinstance(t.get(k), str) for k in ("speaker", "dia_id", "text")
-            ):
-                raise UserError(f"{where}: a turn needs 'speaker', 'dia_id' and 'text' strings")
-            text = t["text"]
-            caption = t.get("blip_caption")
-            if isinstance(caption, str) and caption.strip():
-                text = f"{text} [shares {caption.strip()}]"
-            role: Role = "user" if t["speaker"] == speaker_a else "assistant"
-            messages.append(Message(
-                role, text, created_at=at, name=t["speaker"], metadata={"dia_id": t["dia_id"]},
-            ))  # fmt: skip
-            texts[t["dia_id"]] = t["text"]
-    conv = LocomoConversation(name, messages, [], texts)
-    for i, qa in enumerate(data["qa"]):
-        if not isinstance(qa, dict) or not isinstance(qa.get("question"), str):
-            raise UserError(f"{path}: qa[{i}] needs a 'question' string")
-        ids: list[str] = []
-        for raw in qa.get("evidence") or []:
-            found = [f"D{a}:{b}" for a, b in _EVIDENCE.findall(str(raw))]
-            conv.unresolved_evidence += sum(1 for e in found if e not in texts) + (not found)
-            ids += [e for e in found if e in texts]
-        ids = list(dict.fromkeys(ids))
-        if not ids:
-            conv.questions_skipped += 1
-            continue
-        category = qa.get("category")
-        conv.items.append(
-            _Scored(Question(qa["question"]), ids, category if isinstance(category, int) else 0)
-        )
-    return conv
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -449,89 +317,3 @@ def evaluate_locomo(
         "budgets": {str(b): t.summary() for b, t in tallies.items()},
         "conversations": per_file,
     }  # fmt: skip
-
-
-# -- the command ---------------------------------------------------------------------------
-
-
-def add_parsers(sub: Any) -> None:
-    ev = sub.add_parser("eval", help="measure recall on a benchmark")
-    which = ev.add_subparsers(dest="benchmark", required=True)
-    lo = which.add_parser(
-        "locomo", help="LoCoMo conversations: recall of evidence turns per budget"
-    )
-    lo.add_argument("dir", type=Path, help="a directory of LoCoMo *.json files, or one file")
-    lo.add_argument("--budget", dest="budgets", default="1000,2000,4000,8000",
-                    help="comma-separated token budgets besides system prompt and question")  # fmt: skip
-    lo.add_argument("--embedder", choices=["none", "minilm"], default="none",
-                    help="add vector evidence from all-MiniLM-L6-v2 (needs sentence-transformers)")  # fmt: skip
-    lo.add_argument("--json", action="store_true", help="print the raw report as JSON")
-
-
-def _budgets(raw: str) -> list[int]:
-    try:
-        out = [int(x) for x in raw.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"--budget must be comma-separated integers, got {raw!r}") from None
-    if not out or any(b <= 0 for b in out):
-        raise UserError(f"--budget must be positive integers, got {raw!r}")
-    return out
-
-
-def _files(where: Path) -> list[Path]:
-    if where.is_file():
-        return [where]
-    if not where.is_dir():
-        raise UserError(f"{where}: no such directory")
-    files = sorted(where.glob("*.json"))
-    if not files:
-        raise UserError(f"{where}: no *.json files")
-    return files
-
-
-def run(args: argparse.Namespace, out: Any) -> int:
-    """``eval locomo``: the report as a table, or as JSON with ``--json``; returns 0."""
-    budgets = _budgets(args.budgets)
-    files = _files(args.dir)
-    embedder = None
-    if args.embedder == "minilm":
-        from ...memory import SentenceTransformerEmbedder
-
-        embedder = SentenceTransformerEmbedder()
-    report = evaluate_locomo(files, budgets, embedder=embedder)
-    if args.json:
-        out.write(json.dumps(report, indent=1) + "\n")
-    else:
-        _table(report, out)
-    return 0
-
-
-def _table(report: dict[str, Any], out: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    cats = sorted({c for b in report["budgets"].values() for c in b["per_category"]})
-    table = Table(title=f"LoCoMo recall · embedder {report['embedder']} · "
-                  f"{report['questions']} questions · cl100k", title_justify="left")  # fmt: skip
-    for col in ("budget", "recall", *(f"{c} {CATEGORIES.get(int(c), '?')}" for c in cats),
-                "tokens mean", "max", "over", "p50 ms", "p95 ms"):  # fmt: skip
-        table.add_column(col, justify="right")
-    for b, r in report["budgets"].items():
-        table.add_row(
-            b, f"{r['recall']:.3f}", *(f"{r['per_category'].get(c, 0):.3f}" for c in cats),
-            f"{r['tokens_mean']:.0f}", str(r["tokens_max"]), str(r["over_budget"]),
-            f"{r['latency_ms']['p50']:.1f}", f"{r['latency_ms']['p95']:.1f}",
-        )  # fmt: skip
-    console = Console(file=out, width=140)
-    console.print(table)
-    per = Table(title="per conversation (recall by budget)", title_justify="left")
-    per.add_column("file")
-    for b in report["budgets"]:
-        per.add_column(b, justify="right")
-    for name, c in report["conversations"].items():
-        per.add_row(name, *(f"{c['budgets'][b]['recall']:.3f}" for b in report["budgets"]))
-    console.print(per)
-    console.print(
-        f"unresolved evidence ids skipped: {report['unresolved_evidence']} · questions "
-        f"without usable evidence skipped: {report['questions_skipped']} · {report['seconds']} s"
-    )
