@@ -24,8 +24,9 @@ A message longer than ``max_message_tokens`` is shortened in the prompt only, wi
 marker (docs/design-notes.md, History window and long content): text keeps its head,
 tool results keep head
 and tail, where errors and totals usually are. If the newest unit alone does not
-fit, its long parts are shortened until it does, so the latest exchange is not lost
-to one oversized tool result.
+fit, or fits but not beside the user message a cut window opens with, its long parts
+are shortened until it does, so the latest exchange is not lost to one oversized
+tool result.
 """
 
 from __future__ import annotations
@@ -456,11 +457,7 @@ def _select(
                 u = turn_opener(history, unit.start, stop)
                 room -= ctx.opener(u)[-1][1]
             if room > 0:
-                per = max(1, room // max(1, len(step.messages)))
-                msgs = [shorten_message(m, per, counter, overhead, cache) for m in step.messages]
-                shortened = sum(1 for m in msgs if "shortened_from" in m.metadata)
-                cost = sum(count_message(counter, m, overhead) for m in msgs)
-                step = _Step(unit, msgs, cost, shortened, step.originals)
+                step = _squeeze(step, room, ctx)
                 result.squeezed = True
         if step.cost > remaining:
             result.stopped = "budget"
@@ -472,6 +469,26 @@ def _select(
     if memo is not None:
         memo.save((id(counter), overhead, max_message_tokens), history, seen, stop)
     return _finish(result, len(result.taken), ctx, allowance)
+
+
+def _squeeze(step: _Step, room: int, ctx: _Ctx) -> _Step:
+    """``step`` with its long parts shortened so that it costs about ``room`` at most.
+
+    The room is shared evenly between the unit's messages; a message already
+    within its share is kept. Shortening is approximate (merges at the cuts), so
+    an overshoot is taken off the room and the cut made again, a few times.
+    """
+    counter, overhead = ctx.counter, ctx.overhead
+    target = room
+    for _ in range(4):
+        per = max(1, target // max(1, len(step.messages)))
+        msgs = [shorten_message(m, per, counter, overhead, ctx.cache) for m in step.messages]
+        cost = sum(count_message(counter, m, overhead) for m in msgs)
+        if cost <= room or per == 1:
+            break
+        target -= cost - room
+    shortened = sum(1 for m in msgs if "shortened_from" in m.metadata)
+    return _Step(step.unit, msgs, cost, shortened, step.originals)
 
 
 def _finish(result: WindowResult, keep: int, ctx: _Ctx, allowance: int) -> WindowResult:
@@ -486,9 +503,21 @@ def _finish(result: WindowResult, keep: int, ctx: _Ctx, allowance: int) -> Windo
         # its placeholder) goes first; a unit goes only if not even that fits.
         while chunks and chunks[-1].messages[0].role != "user":
             u = turn_opener(ctx.history, chunks[-1].unit.start, ctx.stop)
-            opener = next((o for o in ctx.opener(u) if total + o[1] <= allowance), None)
+            choices = ctx.opener(u)
+            opener = next((o for o in choices if total + o[1] <= allowance), None)
             if opener is not None:
                 break
+            if len(chunks) == 1:
+                # The newest unit fits alone but not beside its opener: shorten
+                # it to leave the opener room, as when it does not fit alone,
+                # rather than lose the latest exchange.
+                room = allowance - min(o[1] for o in choices)
+                if room > 0:
+                    short = _squeeze(chunks[0], room, ctx)
+                    opener = next((o for o in choices if short.cost + o[1] <= allowance), None)
+                    if opener is not None:
+                        chunks, total, result.squeezed = [short], short.cost, True
+                        break
             total -= chunks[-1].cost
             chunks = chunks[:-1]
     if len(chunks) < len(result.taken):
