@@ -33,13 +33,8 @@ from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError, UserError
 from ..budget._budget import Budget
-from ..history._window import (
-    ShortenCache,
-    WindowMemo,
-    opener_placeholder,
-    shorten_message,
-    turn_opener,
-)
+from ..history._shorten import ShortenCache, opener_placeholder, shorten_message, turn_opener
+from ..history._window import WindowMemo
 from ..model._blocks import Block, Priority
 from ..model._checks import check_unicode
 from ..model._messages import Message
