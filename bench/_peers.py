@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from contextwright import Message
-from contextwright._tokens import DEFAULT_OVERHEAD, load_tiktoken_encoding
+from contextwright.tokens._exact import load_tiktoken_encoding
+from contextwright.tokens._frame import DEFAULT_OVERHEAD
 
 __all__ = [
     "ENC",

@@ -34,7 +34,8 @@ from langchain_core.messages import AIMessage, BaseMessage, trim_messages
 
 from _peers import lc_tokens, li_tokens, to_langchain, to_llamaindex
 from contextwright import ContextEngine, Message, TiktokenCounter, ToolCallPart
-from contextwright._tokens import DEFAULT_OVERHEAD, load_tiktoken_encoding
+from contextwright.tokens._exact import load_tiktoken_encoding
+from contextwright.tokens._frame import DEFAULT_OVERHEAD
 
 ENC = load_tiktoken_encoding("o200k_base")
 PER_MESSAGE = DEFAULT_OVERHEAD.per_message

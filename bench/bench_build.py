@@ -66,20 +66,8 @@ from rich.table import Table
 
 from _peers import ENC, VERIFY, langchain_counters, li_tokens, to_langchain, to_llamaindex
 from _sources import eight_sources
-from contextwright import (
-    ContextEngine,
-    Message,
-    TiktokenCounter,
-    ToolCallPart,
-    count_messages,
-)
-from contextwright.sources import (
-    AgentCall,
-    Assessment,
-    ConversationState,
-    DeviceInfo,
-    StageVisit,
-)
+from contextwright import ContextEngine, Message, TiktokenCounter, ToolCallPart, count_messages
+from contextwright.sources import AgentCall, Assessment, ConversationState, DeviceInfo, StageVisit
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=ResourceWarning)

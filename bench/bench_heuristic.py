@@ -1,6 +1,6 @@
 """How close the tokenizer-free estimate comes to the exact OpenAI token counts.
 
-Compares `contextwright._heuristic.estimate_tokens` (what `HeuristicCounter` counts
+Compares `contextwright.tokens._estimate.estimate_tokens` (what `HeuristicCounter` counts
 with) and, for reference, a naive per-character estimator (a Rust
 compactor's: 1.5 per CJK ideograph, 1.0 per CJK punctuation mark, 0.25 per space/newline/tab,
 0.3 per other character, rounded up) with the exact cl100k_base and o200k_base
@@ -53,9 +53,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from contextwright import _heuristic  # noqa: E402
-from contextwright._heuristic import estimate_tokens  # noqa: E402
-from contextwright._tokens import TiktokenCounter  # noqa: E402
+from contextwright.tokens import _estimate as _heuristic  # noqa: E402
+from contextwright.tokens._estimate import estimate_tokens  # noqa: E402
+from contextwright.tokens._exact import TiktokenCounter  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 

@@ -95,13 +95,8 @@ from contextwright import (
     count_messages,
 )
 from contextwright.history import RuleSummarizer
-from contextwright.sources import (
-    Assessment,
-    ConversationState,
-    DeviceInfo,
-    StageVisit,
-)
-from contextwright.storage import SQLiteStore
+from contextwright.sources import Assessment, ConversationState, DeviceInfo, StageVisit
+from contextwright.stores import SQLiteStore
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=ResourceWarning)

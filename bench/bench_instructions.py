@@ -56,7 +56,7 @@ from bench_history import (  # noqa: E402 (the sibling module, after the path)
     turn_messages,
 )
 from contextwright import Conversations  # noqa: E402
-from contextwright.storage import SQLiteStore  # noqa: E402
+from contextwright.stores import SQLiteStore  # noqa: E402
 
 NOW = 1_800_000_000.0
 CONFIGS = {  # name: (eight sources, recall)

@@ -49,7 +49,7 @@ import numpy as np
 
 from contextwright.knowledge import SQLiteKnowledgeStore
 from contextwright.memory import Scope, SearchWeights, SQLiteMemoryStore, VectorIndex
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 GOAL_MS = 10.0
 

@@ -38,10 +38,11 @@ from rich.console import Console
 from rich.table import Table
 
 from contextwright import ContextEngine, Conversations, TiktokenCounter
-from contextwright._blocks import unescape_content
-from contextwright._eval import _content, _norm, load_locomo
 from contextwright.history import RecallSource
-from contextwright.storage import SQLiteStore
+from contextwright.interfaces.eval._locomo import _content, _norm
+from contextwright.interfaces.eval._locomo_data import load_locomo
+from contextwright.model._blocks import unescape_content
+from contextwright.stores import SQLiteStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
 TENANT, USER = "bench", "bench"

@@ -1,6 +1,6 @@
 """Derive the word list of the tokenizer-free estimate from the two OpenAI vocabularies.
 
-`contextwright._heuristic` prices a *piece* of text (what the tokenizers' pre-tokenizer
+`contextwright.tokens._estimate` prices a *piece* of text (what the tokenizers' pre-tokenizer
 would cut: a word with its leading space, a run of punctuation, a run of whitespace) at
 exactly one token when the piece is in its word list. This script builds that list from
 cl100k_base and o200k_base and writes ``src/contextwright/data/heuristic_words.txt.gz``.
@@ -54,8 +54,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from contextwright import _heuristic  # noqa: E402
-from contextwright._tokens import load_tiktoken_encoding  # noqa: E402
+from contextwright.tokens import _estimate as _heuristic  # noqa: E402
+from contextwright.tokens._exact import load_tiktoken_encoding  # noqa: E402
 
 OUT = REPO / "src" / "contextwright" / "data" / _heuristic.WORDS_FILE
 

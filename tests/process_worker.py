@@ -23,11 +23,17 @@ import sys
 import time
 from collections.abc import Sequence
 
-from contextwright import ContextEngine, Conversations, HeuristicCounter, Message, Scope
+from contextwright import (
+    ContextEngine,
+    Conversations,
+    HeuristicCounter,
+    MemoryWriter,
+    Message,
+    Scope,
+)
 from contextwright.history import CompactionConfig
-from contextwright.memory import MemoryWriter, SQLiteMemoryStore
-from contextwright.memory._extract import Extracted, RuleExtractor
-from contextwright.storage import SQLiteStore
+from contextwright.memory import Extracted, RuleExtractor, SQLiteMemoryStore
+from contextwright.stores import SQLiteStore
 
 
 def compact(db: str, tag: str, rounds: int, go: str) -> None:

@@ -15,7 +15,7 @@ import sys
 import time
 
 from contextwright import Message
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 
 def append(db: str, conversation: str, tag: str, count: int, batch: int, go: str) -> None:

@@ -28,13 +28,6 @@ from openai.types.responses import ResponseInputParam
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from contextwright._errors import ConfigError, InvalidMessageError, ProviderRuleError
-from contextwright._messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
 from contextwright.adapters import (
     FIRST_USER_TEXT,
     detect_format,
@@ -48,6 +41,8 @@ from contextwright.adapters import (
     validate_openai_chat,
     validate_responses,
 )
+from contextwright.model._messages import Message
+from contextwright.model._parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
 
 # -- strict SDK type checks ---------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from contextwright import (
     count_message,
     group_units,
 )
-from contextwright._window import select_window
+from contextwright.history._window import select_window
 
 PROVIDERS = ("openai", "anthropic", "responses")
 H = HeuristicCounter()
@@ -289,6 +289,50 @@ def test_agent_builds_keep_the_newest_unit_never_orphan_never_exceed(trace, budg
     newest_cost = sum(count_message(H, m) for m in trace[newest.start : newest.end])
     if newest_cost <= left:
         assert all(i in ids for i in newest_ids)
+
+
+def small_steps_then(opening: str, small: int, last: list[int]) -> list[Message]:
+    """``opening``, ``small`` one-call steps with a one-word result, then a step of len(last) calls."""
+    trace = [Message.user(opening)]
+    for i in range(small):
+        trace.append(Message.assistant(tool_calls=[ToolCallPart(f"c{i}", "search", "{}")]))
+        trace.append(Message.tool(f"c{i}", "result", tool_name="search"))
+    ids = [f"c{small + k}" for k in range(len(last))]
+    trace.append(Message.assistant(tool_calls=[ToolCallPart(i, "search", "{}") for i in ids]))
+    trace += [Message.tool(i, " ".join(["result"] * n)) for i, n in zip(ids, last, strict=True)]
+    return trace
+
+
+@pytest.mark.parametrize(
+    ("trace", "budget"),
+    [
+        # the newest unit (406 tokens) fills what the protected zone leaves exactly:
+        # no room for the user message a cut window opens with
+        (small_steps_then("read read", 2, [223, 129]), 455),
+        # it fits beside its opener, but not in the recent section's share once the
+        # goal restatement has its own (the window is narrowed)
+        (small_steps_then("read read", 2, [223, 129]), 487),
+        (small_steps_then("read", 0, [51]), 135),
+    ],
+    ids=["fills-exactly", "narrowed", "narrowed-one-call"],
+)
+def test_the_newest_unit_is_shortened_not_dropped_when_its_opener_does_not_fit(trace, budget):
+    # found by the property above: the newest unit fit the window's allowance but
+    # not beside the user message a cut window must open with, and was left out
+    # whole (the build kept no history) instead of being shortened to make room
+    engine = ContextEngine(system_prompt="You are an agent.", counter=H)
+    built = engine.build_sync("What now?", history=trace, budget=budget)
+    newest = group_units(trace)[-1]
+    cost = sum(count_message(H, m) for m in trace[newest.start : newest.end])
+    assert cost <= budget - built.report.protected_tokens  # it could be kept
+    body = [m for m in built.messages if m.role != "system"]
+    newest_ids = [m.id for m in trace[newest.start : newest.end]]
+    assert [m.id for m in body[-1 - len(newest_ids) : -1]] == newest_ids
+    assert body[0].role == "user"  # the turn's opening message, or its placeholder
+    assert body[-1].text == "What now?"
+    assert all(u.ok for u in group_units(body))
+    assert built.report.used <= budget
+    render_all(built)
 
 
 def test_no_inline_first_summary_where_a_summary_cannot_cut():

@@ -27,49 +27,104 @@ def test_public_api_is_pinned():
         "BuiltContext", "Cache", "CacheStats", "CachedCounter", "ConfigError", "ContextEngine",
         "ContextReport", "ContextwrightError", "Conversations", "LLMError", "MemoryFlush", "StoreError", "HFTokenizerCounter", "HeuristicCounter", "ImagePart",
         "InMemoryKnowledgeStore", "InMemoryMemoryStore", "InvalidMessageError", "KnowledgeHit",
-        "KnowledgeStore", "Memory", "MemoryCache", "MemoryHit", "MemoryStore", "Message",
+        "KnowledgeStore", "Memory", "MemoryCache", "MemoryHit", "MemoryStore", "MemoryWriter", "MemoryWriterStore", "Message",
         "MessageOverhead", "MissingDependencyError", "ModelInfo", "Passage", "Priority",
         "ProviderRuleError", "Scope", "SectionReport", "SummaryConflictError", "TextPart", "TiktokenCounter", "TokenCounter",
         "ToolCallPart", "ToolResultPart", "Unit", "UserError", "WindowResult", "__version__",
         "cache_namespace", "count_message", "count_messages", "default_counter", "escape_content", "evaluate_locomo", "group_units",
         "memory_qa_engine", "model_info", "render_block", "select_window", "share_out", "truncate_to_tokens",
-        "unescape_content", "user_memory_tag",
+        "unescape_content", "user_memory_tag", "WriterStats", "invalidate_user_memory",
     }  # fmt: skip
 
 
-# docs/architecture.md: imports point one way, from the interfaces down.
-LAYERS = {
-    "_messages": 0, "_cache": 0, "_errors": 0, "_lexical": 0, "_heuristic": 0, "_eager": 0,
-    "_shutdown": 0, "_sync": 0,
-    "_tokens": 1, "adapters": 1, "storage": 1, "llm": 1, "_jobrunner": 1,
-    "_blocks": 2, "_budget": 2, "memory": 2, "knowledge": 2, "_fit": 2,
-    "sources": 3, "_window": 3, "history": 3,
-    "_receipt": 4, "_fetch": 4, "_engine": 4, "_conversations": 4, "_stateful": 4,
-    "_stateful_compact": 4, "_tails": 4, "_tail_sync": 4, "_write_path": 4, "_live": 4,
-    "cli": 5, "data": 5, "_files": 5, "_cli_history": 5, "_eval": 5,
+# docs/architecture.md, Layering: imports point one way, from the interfaces down to
+# the message model. Parts on one floor may import each other, but not in a cycle.
+FLOORS = {
+    "model": 0, "_errors": 0, "data": 0,
+    "budget": 1, "tokens": 1, "text": 1,
+    "stores": 2, "llm": 2, "adapters": 2,
+    "sources": 3, "history": 3, "memory": 3, "knowledge": 3,
+    "pipeline": 4,
+    "service": 5,
+    "interfaces": 6, "integrations": 6,
+    "__init__": 7, "__main__": 7, "testing": 7,
 }  # fmt: skip
 
 
-def _part(path: Path) -> str:
-    rel = path.relative_to(PKG)
-    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+def _module(path: Path) -> str:
+    rel = path.relative_to(PKG).with_suffix("")
+    parts = ["contextwright", *rel.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _exists(module: str) -> bool:
+    rel = Path(*module.split(".")[1:])
+    return (PKG / rel).is_dir() or (PKG / rel).with_suffix(".py").is_file()
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> set[str]:
+    """The contextwright modules (or packages) ``path`` imports, as absolute names."""
+    me = _module(path)
+    package = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                name = f"{base}.{node.module}" if node.module else base
+            else:
+                name = node.module or ""
+            if name.startswith("contextwright"):
+                for alias in node.names:  # `from .. import adapters` imports the package
+                    sub = f"{name}.{alias.name}"
+                    found.add(sub if _exists(sub) else name)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("contextwright"))
+    return found
+
+
+def _part_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in PKG.rglob("*.py"):
+        me = _part(_module(path))
+        graph.setdefault(me, set()).update(p for p in map(_part, _imports(path)) if p != me)
+    return graph
+
+
+def test_every_part_has_a_floor():
+    assert set(_part_graph()) <= set(FLOORS), set(_part_graph()) - set(FLOORS)
 
 
 def test_imports_point_down():
     bad = []
     for path in PKG.rglob("*.py"):
-        if path.name == "__init__.py" and path.parent == PKG:
-            continue
-        me = _part(path)
-        level = LAYERS[me]
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module is not None:
-                target = node.module.split(".")[0]
-                if target in LAYERS and target != me and LAYERS[target] > level:
-                    # the receipt renders through the adapters, which sit lower: fine
-                    bad.append(f"{path.relative_to(PKG)} imports {target}")
+        me = _part(_module(path))
+        for target in map(_part, _imports(path)):
+            if FLOORS[target] > FLOORS[me]:
+                bad.append(f"{path.relative_to(PKG)} ({me}) imports {target}")
     assert not bad, bad
+
+
+def test_no_import_cycle_between_parts():
+    graph = _part_graph()
+    seen: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(part: str, path: list[str]) -> None:
+        seen[part] = 1
+        for nxt in sorted(graph.get(part, ())):
+            assert seen.get(nxt) != 1, " -> ".join([*path, part, nxt])
+            if nxt not in seen:
+                visit(nxt, [*path, part])
+        seen[part] = 2
+
+    for part in sorted(graph):
+        if part not in seen:
+            visit(part, [])
 
 
 def test_every_module_has_a_docstring():

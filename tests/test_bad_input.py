@@ -33,11 +33,11 @@ from contextwright import (
     ToolCallPart,
     ToolResultPart,
 )
-from contextwright.cli import main
+from contextwright.interfaces.cli._main import main
 from contextwright.knowledge import SQLiteKnowledgeStore
 from contextwright.memory import Scope, SQLiteMemoryStore
 from contextwright.sources import SourceBase
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 BAD = "ok \ud800 then"  # a lone high surrogate
 H = HeuristicCounter()
@@ -380,7 +380,7 @@ def test_cli_surrogate_exit_status_in_a_real_process(tmp_path):
     """No traceback reaches the terminal: one line on stderr and status 2."""
     path = _surrogate_file(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "contextwright.cli", "build", str(path), "--budget", "2000"],
+        [sys.executable, "-m", "contextwright", "build", str(path), "--budget", "2000"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -33,7 +33,7 @@ from contextwright import (
     MessageOverhead,
     TiktokenCounter,
 )
-from contextwright._messages import TextPart, ToolCallPart, ToolResultPart
+from contextwright.model._parts import TextPart, ToolCallPart, ToolResultPart
 
 pytest.importorskip("tiktoken")
 

@@ -20,7 +20,7 @@ from contextwright.adapters import (
     validate_openai_chat,
     validate_responses,
 )
-from contextwright.cli import main
+from contextwright.interfaces.cli._main import main
 
 
 def run(argv, capsys):
@@ -214,7 +214,7 @@ def test_console_script_runs(tmp_path):
     path = tmp_path / "in.json"
     path.write_text('[{"role": "user", "content": "hello"}]')
     proc = subprocess.run(
-        [sys.executable, "-m", "contextwright.cli", "build", str(path), "--budget", "300", "--json"],
+        [sys.executable, "-m", "contextwright", "build", str(path), "--budget", "300", "--json"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import contextwright
-from contextwright.cli import main
-from contextwright.storage import SQLiteStore
+from contextwright.interfaces.cli._main import main
+from contextwright.stores import SQLiteStore
 
 SRC = str(Path(contextwright.__file__).resolve().parents[1])  # the code under test
 
@@ -34,7 +34,7 @@ def cli(args: list[str], home: Path, **extra_env: str) -> subprocess.CompletedPr
     env.update(HOME=str(home), PYTHONPATH=SRC + os.pathsep + env.get("PYTHONPATH", ""))
     env.update(extra_env)
     return subprocess.run(
-        [sys.executable, "-m", "contextwright.cli", *args],
+        [sys.executable, "-m", "contextwright", *args],
         capture_output=True, text=True, env=env, check=False, timeout=120,
     )  # fmt: skip
 

@@ -8,8 +8,8 @@ import pytest
 
 from contextwright import Message, ToolCallPart
 from contextwright.adapters import render_openai_chat
-from contextwright.cli import main
-from contextwright.storage import SQLiteStore
+from contextwright.interfaces.cli._main import main
+from contextwright.stores import SQLiteStore
 
 
 def big_thread(n_messages: int) -> list[Message]:

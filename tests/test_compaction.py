@@ -7,7 +7,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextwright import ConfigError, Message, group_units
-from contextwright._messages import iter_units_backwards
 from contextwright.history import (
     PRESETS,
     CompactionConfig,
@@ -15,7 +14,8 @@ from contextwright.history import (
     plan_compaction,
     summary_boundary,
 )
-from contextwright.storage import SQLiteStore
+from contextwright.model._units import iter_units_backwards
+from contextwright.stores import SQLiteStore
 
 from .conftest import conversations
 

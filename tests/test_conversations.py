@@ -32,7 +32,7 @@ from contextwright import (
     group_units,
 )
 from contextwright.history import CompactionConfig, RuleSummarizer
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 from .conftest import conversations
 
@@ -511,7 +511,7 @@ KILL_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {src!r})
     from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
     from contextwright.history import CompactionConfig
-    from contextwright.storage import SQLiteStore
+    from contextwright.stores import SQLiteStore
     engine = ContextEngine(counter=HeuristicCounter(), budget=4000)
     convs = Conversations(engine, SQLiteStore({db!r}), compaction=CompactionConfig(soft_threshold_tokens=100, hard_threshold_tokens=200, keep_recent_messages=2, summary_max_tokens=200))
     i = 0
@@ -602,45 +602,34 @@ def _zebra_thread(n: int) -> list[Message]:
     ]
 
 
-def test_recall_index_follows_the_history_without_reading_the_store(tmp_path):
-    """After its first load the turn index takes new turns from the history it is given."""
+def test_default_recall_reads_only_the_stores_search(tmp_path):
+    """The stateful default keeps no turn index: each build asks the store's search, nothing else."""
     engine = ContextEngine(counter=H, budget=1200)
     store = SQLiteStore(tmp_path / "i.db")
     convs = Conversations(engine, store)
     convs.append_sync("c", _zebra_thread(120), tenant="t", user="u")
     convs.wait_idle_sync()
-    reads: list[int] = []
-    real_read, real_outline = store.read, store.read_outline
+    calls: list[str] = []
+    for name in ("read_outline", "search_outlines", "speaker_names"):
+        real = getattr(store, name)
 
-    def counting_read(*a, **k):
-        reads.append(k.get("after_seq", 0))
-        return real_read(*a, **k)
+        def counting(*a, _real=real, _name=name, **k):
+            calls.append(_name)
+            return _real(*a, **k)
 
-    def counting_outline(*a, **k):
-        reads.append(k.get("after_seq", 0))
-        return real_outline(*a, **k)
-
-    store.read = counting_read  # type: ignore[method-assign]
-    store.read_outline = counting_outline  # type: ignore[method-assign]
-    convs.build_sync("c", "what about zebra3?", tenant="t", user="u")  # first load reads
-    assert reads
+        setattr(store, name, counting)
+    built = convs.build_sync("c", "what about zebra3?", tenant="t", user="u")
+    assert "question 3 about zebra3" in "\n".join(m.text for m in built.messages)
+    assert calls.count("search_outlines") == 1
+    assert "read_outline" not in calls
     for i in range(3):
-        reads.clear()
+        calls.clear()
         convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")
         built = convs.build_sync("c", f"and zebra{i + 5}?", tenant="t", user="u")
-        assert reads == []  # the new turns came from the history
+        assert calls == ["search_outlines"]  # the speakers came from the window
         assert f"question {i + 5} about zebra{i + 5}" in "\n".join(m.text for m in built.messages)
-    # Each append schedules a background catch-up that takes the newest messages from
-    # the conversation's tail when it runs: before the build stored its own message,
-    # it indexes all but that message; after, that message too. Either is right, so
-    # wait for it and accept both (under load the job often runs after the build).
     convs.wait_idle_sync()
-    assert reads == []  # nor did the catch-up read the store
-    index = convs._extra[0]._indexes[("t", "c")]
-    newest = store.get_conversation("c", tenant="t").last_seq
-    assert index.last_seq in (newest - 1, newest)  # all but the build's own message, or all
-    stored = [m.seq for m in store.read("c", tenant="t") if m.seq <= index.last_seq]
-    assert [t.seq for t in index.turns] == stored  # every turn once, in order, no gap
+    assert convs.cache_sizes()["recall_indexes"] == 0
     convs.close()
 
 
@@ -1090,61 +1079,6 @@ _NEVER = CompactionConfig(
 )  # fmt: skip
 
 
-def test_recall_index_catches_up_between_turns(tmp_path):
-    """The reply's append indexes the turn in the background; the next build indexes nothing."""
-    engine = ContextEngine(counter=H, budget=1200)
-    store = SQLiteStore(tmp_path / "i.db")
-    convs = Conversations(engine, store)
-    recall = convs._recall
-    assert recall is not None
-    convs.append_sync("c", _zebra_thread(120), tenant="t", user="u")
-    convs.wait_idle_sync()
-    assert not recall.has_index("c", "t")
-    convs.append_sync("c", [Message.assistant("one more")], tenant="t", user="u")
-    convs.wait_idle_sync()
-    assert not recall.has_index("c", "t")  # catching up never loads a whole conversation
-    convs.build_sync("c", "what about zebra3?", tenant="t", user="u")  # the first load
-    index = recall._indexes[("t", "c")]
-    added: list[int] = []
-    real_add = index.add
-
-    def recording_add(messages):
-        messages = list(messages)
-        added.extend(m.seq for m in messages if m.seq > index.last_seq)
-        return real_add(messages)
-
-    index.add = recording_add  # type: ignore[method-assign]
-    for i in range(4):
-        stored = convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")
-        convs.wait_idle_sync()
-        # the build's own message and this reply, indexed off the build's path
-        assert index.last_seq == stored[-1].seq
-        added.clear()
-        built = convs.build_sync("c", f"and zebra{i + 5}?", tenant="t", user="u")
-        assert added == []
-        assert f"question {i + 5} about zebra{i + 5}" in "\n".join(m.text for m in built.messages)
-    assert [t.seq for t in index.turns] == sorted({t.seq for t in index.turns})
-    convs.close()
-
-
-def test_recall_catch_up_leaves_a_long_gap_to_the_next_build(tmp_path):
-    engine = ContextEngine(counter=H, budget=1200)
-    convs = Conversations(engine, SQLiteStore(tmp_path / "g.db"))
-    recall = convs._recall
-    assert recall is not None
-    convs.append_sync("c", _zebra_thread(60), tenant="t", user="u")
-    convs.build_sync("c", "what about zebra3?", tenant="t", user="u")
-    index = recall._indexes[("t", "c")]
-    before = index.last_seq
-    stored = convs.append_sync("c", _zebra_thread(40), tenant="t", user="u")  # bulk
-    recent = convs._tails[("t", "c")].snapshot()[0]
-    assert not asyncio.run(recall.catch_up("c", "t", recent, most=10))
-    assert index.last_seq == before
-    assert asyncio.run(recall.catch_up("c", "t", recent, most=200))
-    assert index.last_seq == stored[-1].seq
-    convs.close()
-
-
 @settings(
     max_examples=15,
     deadline=None,
@@ -1155,27 +1089,31 @@ def test_recall_catch_up_leaves_a_long_gap_to_the_next_build(tmp_path):
         st.tuples(st.integers(0, 149), st.integers(0, 3), st.booleans()), min_size=1, max_size=12
     )
 )
-def test_property_background_indexing_builds_what_indexing_in_the_build_builds(
-    tmp_path_factory, turns
-):
-    """Recall's blocks are the same whether new turns are indexed between turns or in the build.
+def test_property_recall_in_a_fresh_process_builds_what_a_warm_one_builds(tmp_path_factory, turns):
+    """Recall's blocks are the same from a long-lived `Conversations` and from a new one per build.
 
     Each turn asks about an old zebra, gets 0-3 replies, and maybe waits for the
-    background (when it does not, the build and the catch-up race for the index).
+    background. The second run opens a new `Conversations` (no cache of any kind)
+    on the file before every build, as a fresh worker process would.
     """
-    d = tmp_path_factory.mktemp("bg")
+    d = tmp_path_factory.mktemp("fresh")
     runs: list[list[str]] = []
-    for background in (True, False):  # the same prompts, turn by turn
-        convs = Conversations(
-            ContextEngine(counter=H, budget=900), SQLiteStore(d / f"{background}.db"),
-            compaction=_NEVER,
-        )  # fmt: skip
-        if not background:
-            convs._index_later = lambda *a: None  # type: ignore[method-assign]
+
+    def open_(path):
+        return Conversations(
+            ContextEngine(counter=H, budget=900), SQLiteStore(path), compaction=_NEVER
+        )
+
+    for fresh in (False, True):  # the same prompts, turn by turn
+        path = d / f"{fresh}.db"
+        convs = open_(path)
         convs.append_sync("c", _zebra_thread(300), tenant="t", user="u")  # most beyond the tail
         convs.wait_idle_sync()
         blocks: list[str] = []
         for ask, replies, wait in turns:
+            if fresh:
+                convs.close()
+                convs = open_(path)
             built = convs.build_sync("c", f"what about zebra{ask}?", tenant="t", user="u")
             blocks.append("\n".join(m.text for m in built.messages))
             for r in range(replies):
@@ -1184,104 +1122,26 @@ def test_property_background_indexing_builds_what_indexing_in_the_build_builds(
                 )
             if wait:
                 convs.wait_idle_sync()
-        convs.wait_idle_sync()
-        if background:
-            recall = convs._recall
-            assert recall is not None
-            index = recall._indexes[("t", "c")]
-            stored = convs.store.read("c", tenant="t")
-            seqs = [m.seq for m in stored if m.role in ("user", "assistant")]
-            # all of it once a reply ended the last turn; else perhaps not that build's message
-            assert index.seqs == seqs[: len(index.seqs)]
-            assert len(seqs) - len(index.seqs) <= (0 if turns[-1][1] else 1)
         runs.append(blocks)
         convs.close()
     assert any("Earlier turns of this conversation" in p for p in runs[0])  # recall at work
     assert runs[0] == runs[1]
 
 
-def test_catch_up_on_another_thread_while_builds_read_the_index(tmp_path):
-    """A thread catching the index up as fast as it can never changes what builds recall."""
-
-    def run(name: str, hammering: bool) -> list[str]:
-        convs = Conversations(
-            ContextEngine(counter=H, budget=1200), SQLiteStore(tmp_path / name), compaction=_NEVER
-        )
-        recall = convs._recall
-        assert recall is not None
-        convs._index_later = lambda *a: None  # type: ignore[method-assign]
-        convs.append_sync("c", _zebra_thread(400), tenant="t", user="u")  # most beyond the tail
-        prompts = [convs.build_sync("c", "what about zebra1?", tenant="t", user="u")]
-        stop = threading.Event()
-        errors: list[BaseException] = []
-
-        def hammer() -> None:
-            loop = asyncio.new_event_loop()
-            try:
-                while not stop.is_set():
-                    recent = convs._tails[("t", "c")].snapshot()[0]
-                    loop.run_until_complete(recall.catch_up("c", "t", recent))
-            except BaseException as exc:  # reported below
-                errors.append(exc)
-            finally:
-                loop.close()
-
-        worker = threading.Thread(target=hammer)
-        if hammering:
-            worker.start()
-        try:
-            for i in range(30):
-                prompts.append(convs.build_sync("c", f"what about zebra{i}?", tenant="t", user="u"))
-                convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")
-        finally:
-            stop.set()
-            if hammering:
-                worker.join()
-        assert errors == []
-        index = recall._indexes[("t", "c")]
-        stored = convs.store.read("c", tenant="t")
-        seqs = [m.seq for m in stored if m.role in ("user", "assistant")]
-        assert index.seqs == seqs[: len(index.seqs)]
-        convs.close()
-        return ["\n".join(m.text for m in built.messages) for built in prompts]
-
-    quiet = run("quiet.db", False)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show up
-    try:
-        hammered = run("hammered.db", True)
-    finally:
-        sys.setswitchinterval(interval)
-    assert sum("question 5 about zebra5" in p for p in quiet) >= 1  # recall is at work
-    assert hammered == quiet
-
-
-def test_builds_and_catch_up_take_the_index_lock(tmp_path):
-    """Recall reads and extends an index only under its lock (what makes the race above safe)."""
-    convs = Conversations(ContextEngine(counter=H, budget=1200), SQLiteStore(tmp_path / "l.db"))
-    recall = convs._recall
-    assert recall is not None
-    convs.append_sync("c", _zebra_thread(400), tenant="t", user="u")
+def test_recall_sees_turns_another_process_stored(tmp_path):
+    """A build recalls a turn another writer stored below its window, with no cache to refresh."""
+    path = tmp_path / "two.db"
+    convs = Conversations(
+        ContextEngine(counter=H, budget=2000), SQLiteStore(path), compaction=_NEVER
+    )
+    convs.append_sync("c", _zebra_thread(200), tenant="t", user="u")
     convs.build_sync("c", "what about zebra1?", tenant="t", user="u")
-    convs.wait_idle_sync()
-    stored = convs.store.append("c", [Message.assistant("late reply")], tenant="t", user="u")
-    recent = convs.store.read("c", tenant="t", after_seq=stored[0].seq - 2)
-
-    def catch_up() -> None:
-        asyncio.run(recall.catch_up("c", "t", recent))
-
-    def build() -> None:
-        convs.build_sync("c", "what about zebra2?", tenant="t", user="u")
-
-    for work in (catch_up, build):
-        with recall._lock:
-            worker = threading.Thread(target=work)
-            worker.start()
-            worker.join(0.3)
-            assert worker.is_alive(), f"{work.__name__} did not wait for the index lock"
-        worker.join(10)
-        assert not worker.is_alive()
-    assert recall._indexes[("t", "c")].last_seq >= stored[0].seq
+    other = SQLiteStore(path)  # another writer on the same file
+    other.append("c", [Message.user("the okapi lives in the Ituri forest")], tenant="t", user="u")
+    other.append("c", _zebra_thread(150), tenant="t", user="u")
+    other.close()
+    built = convs.build_sync("c", "where does the okapi live?", tenant="t", user="u")
+    assert "the okapi lives in the Ituri forest" in "\n".join(m.text for m in built.messages)
     convs.close()
 
 

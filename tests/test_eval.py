@@ -17,15 +17,16 @@ import numpy as np
 import pytest
 
 from contextwright import Budget, ContextEngine, Message, TiktokenCounter, count_messages
-from contextwright._blocks import render_block
-from contextwright._eval import Question, evaluate_locomo, load_locomo, memory_qa_engine
-from contextwright.cli import main
 from contextwright.history import RecallSource
 from contextwright.history._rank import TurnIndex, TurnRanker, analyse
 from contextwright.history._recall import MEMORY_QA_SHARES
+from contextwright.interfaces.cli._main import main
+from contextwright.interfaces.eval._locomo import evaluate_locomo, memory_qa_engine
+from contextwright.interfaces.eval._locomo_data import Question, load_locomo
+from contextwright.model._blocks import render_block
 from contextwright.sources import Turn
 from contextwright.sources._templates import templates_for, turn_context
-from contextwright.storage import AsyncStore, SQLiteStore
+from contextwright.stores import AsyncStore, SQLiteStore
 
 MARKERS = ("ANSWER-MARKER", "ADVERSARIAL-MARKER", "IMG-URL-MARKER", "QUERY-MARKER")
 

@@ -8,7 +8,7 @@ import pytest
 
 from contextwright import ContextEngine, Conversations, InvalidMessageError, Message, ToolCallPart
 from contextwright.adapters import read_messages
-from contextwright.cli import main
+from contextwright.interfaces.cli._main import main
 
 
 def thread(n_turns: int) -> list[Message]:

@@ -25,15 +25,15 @@ import pytest
 
 from contextwright import ConfigError, Message
 from contextwright.llm import OpenAICompatibleLLM
-from contextwright.memory._extract import (
+from contextwright.memory import (
     KINDS,
     Extracted,
     Extractor,
     LLMExtractor,
     RuleExtractor,
     dedupe_key,
-    parse_items,
 )
+from contextwright.memory._extract_llm import parse_items
 
 from .loopback import CHAT_ERROR, LoopbackServer, chat_completion, serving
 

@@ -36,7 +36,7 @@ from contextwright.history import CompactionConfig
 from contextwright.knowledge import SQLiteKnowledgeStore
 from contextwright.memory import SQLiteMemoryStore
 from contextwright.sources import Turn, UserMemorySource
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 H = HeuristicCounter()
 # Ids that collide when joined with "/" or ":" — ("t", "u", "u/z") and ("t/u", "u", "z").

@@ -16,9 +16,9 @@ import pytest
 
 from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
 from contextwright._errors import ConfigError, InvalidMessageError, LeaseLostError, StoreError
-from contextwright._jobrunner import JobRunner
 from contextwright.history import CompactionConfig
-from contextwright.storage import Job, Jobs, MemoryJobs, SQLiteJobs, SQLiteStore
+from contextwright.stores import Job, Jobs, MemoryJobs, SQLiteJobs, SQLiteStore
+from contextwright.stores._runner import JobRunner
 
 H = HeuristicCounter()
 
@@ -324,7 +324,7 @@ WORKER_A = textwrap.dedent(
     import asyncio, sys
     from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
     from contextwright.history import CompactionConfig, RuleSummarizer
-    from contextwright.storage import SQLiteStore
+    from contextwright.stores import SQLiteStore
 
     db, started = sys.argv[1], sys.argv[2]
 

@@ -26,7 +26,7 @@ from contextwright.sources import (
     RelevantKnowledgeSource,
     SimilarExperiencesSource,
 )
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 COUNTER = HeuristicCounter()
 

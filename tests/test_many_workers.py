@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 WORKERS = 4
 APPENDS = 250

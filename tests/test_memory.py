@@ -20,15 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import ConfigError, ContextEngine, InvalidMessageError, Memory, Message
-from contextwright.memory import (
-    MemoryStore,
-    Scope,
-    SearchWeights,
-    SQLiteMemoryStore,
-    VectorIndex,
-)
+from contextwright.memory import MemoryStore, Scope, SearchWeights, SQLiteMemoryStore, VectorIndex
 from contextwright.sources import UserMemorySource
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 A = Scope("acme", "alice")
 B = Scope("acme", "bob")

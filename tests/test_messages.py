@@ -16,7 +16,7 @@ from contextwright import (
     ToolResultPart,
     group_units,
 )
-from contextwright._messages import iter_units_backwards
+from contextwright.model._units import iter_units_backwards
 
 from .conftest import conversations
 

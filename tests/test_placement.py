@@ -39,7 +39,7 @@ from contextwright.adapters import (
 from contextwright.knowledge import InMemoryKnowledgeStore
 from contextwright.memory import InMemoryMemoryStore, Scope
 from contextwright.sources import RelevantKnowledgeSource, SourceBase, UserMemorySource
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 from .conftest import TEXT, conversations
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from contextwright.cli import main
+from contextwright.interfaces.cli._main import main
 
 from .test_eval import SYNTHETIC
 

@@ -71,7 +71,7 @@ def test_the_pattern_leaves_ordinary_words_alone(text: str) -> None:
 
 def test_the_scan_covers_the_package_and_the_docs() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in _files()}
-    assert "src/contextwright/_engine.py" in names
+    assert "src/contextwright/pipeline/_engine.py" in names
     assert "src/contextwright/data/demo_conversation.json" in names
     assert "docs/design-notes.md" in names
     assert not any(n.endswith(".gz") for n in names)

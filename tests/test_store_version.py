@@ -17,7 +17,7 @@ import pytest
 
 from contextwright import InvalidMessageError, Message, ToolCallPart
 from contextwright._errors import ConfigError, SummaryConflictError
-from contextwright.storage import CompactionEntry, SQLiteStore, Summary
+from contextwright.stores import CompactionEntry, SQLiteStore, Summary
 
 T = "t"
 
@@ -253,7 +253,7 @@ def test_two_connections_see_each_others_bumps(tmp_path: Path) -> None:
 _CHILD = """
 import sys
 from contextwright import Message
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 with SQLiteStore(sys.argv[1]) as s:
     for i in range(int(sys.argv[2])):
         s.append("c", [Message.user(f"child {i}")], tenant="t", user="u")
@@ -276,18 +276,18 @@ def test_another_process_s_writes_move_the_version(tmp_path: Path) -> None:
 
 
 def test_the_migration_gives_existing_conversations_a_version(tmp_path: Path) -> None:
-    """A file made before m006 (simulated by dropping the column) gets non-zero versions."""
+    """A file made before m008 (simulated by dropping the column) gets non-zero versions."""
     db = tmp_path / "old.db"
     with SQLiteStore(db) as s:
         s.append("c", [Message.user("a"), Message.user("b")], tenant=T, user="u")
         s.ensure_conversation("empty", tenant=T, user="u")
     conn = sqlite3.connect(db)
     conn.execute("ALTER TABLE conversations DROP COLUMN version")
-    conn.execute("DELETE FROM _migrations WHERE name = 'm006_conversation_version'")
+    conn.execute("DELETE FROM _migrations WHERE name = 'm008_conversation_version'")
     conn.commit()
     conn.close()
     with SQLiteStore(db) as s:
-        assert s.applied_migrations == ["m006_conversation_version"]
+        assert s.applied_migrations == ["m008_conversation_version"]
         assert s.version("c", tenant=T) == 3
         assert s.version("empty", tenant=T) == 1
         s.append("c", [Message.user("c")], tenant=T, user="u")

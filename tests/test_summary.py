@@ -37,7 +37,7 @@ from contextwright.history import (
 )
 from contextwright.history._summary_format import CODE_FENCE
 from contextwright.llm import LLMError
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 from .conftest import conversations
 

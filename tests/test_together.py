@@ -40,7 +40,7 @@ from contextwright import (
 from contextwright.adapters import validate_anthropic, validate_openai_chat, validate_responses
 from contextwright.memory import Scope, SQLiteMemoryStore
 from contextwright.sources import SourceBase, UserMemorySource
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 from .test_budget_rendered import ENCODINGS, rendered_tokens
 from .test_placement import by_role

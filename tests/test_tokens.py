@@ -14,21 +14,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from contextwright import ConfigError, Message, _heuristic
-from contextwright._heuristic import estimate_tokens
-from contextwright._messages import ImagePart, TextPart, ToolCallPart, ToolResultPart
-from contextwright._tokens import (
-    CachedCounter,
-    HeuristicCounter,
-    HFTokenizerCounter,
-    MessageOverhead,
-    TiktokenCounter,
-    TokenCounter,
-    count_message,
-    count_messages,
-    encoding_for_model,
-    truncate_to_tokens,
-)
+from contextwright import ConfigError, Message
+from contextwright.model._parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
+from contextwright.tokens import _estimate as _heuristic
+from contextwright.tokens._count import CachedCounter, HeuristicCounter, TokenCounter
+from contextwright.tokens._estimate import estimate_tokens
+from contextwright.tokens._exact import HFTokenizerCounter, TiktokenCounter, encoding_for_model
+from contextwright.tokens._frame import MessageOverhead, count_message, count_messages
+from contextwright.tokens._truncate import truncate_to_tokens
 
 tiktoken = pytest.importorskip("tiktoken")
 
@@ -154,7 +147,7 @@ def test_native_counter_long_texts_and_opt_out() -> None:
 def test_native_counter_is_refused_when_it_disagrees() -> None:
     """A vocabulary other than the native one (a custom ranks file) keeps tiktoken."""
     pytest.importorskip("bpe_openai")
-    from contextwright import _tokens
+    from contextwright.tokens import _exact as _tokens
 
     class OneMore:  # counts one token more than the real encoding
         def encode_ordinary(self, text: str) -> list[int]:

@@ -19,24 +19,16 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from contextwright import (
-    ContextEngine,
-    Conversations,
-    HeuristicCounter,
-    Message,
-    Scope,
-    UserError,
-)
-from contextwright.memory import SQLiteMemoryStore
-from contextwright.memory._extract import Extracted, RuleExtractor
-from contextwright.memory._writer import (
+from contextwright import ContextEngine, Conversations, HeuristicCounter, Message, Scope, UserError
+from contextwright.memory import Extracted, RuleExtractor, SQLiteMemoryStore
+from contextwright.service._memory_writer import (
     MemoryWriter,
     MemoryWriterStore,
     WriterStats,
     invalidate_user_memory,
 )
 from contextwright.sources import UserMemorySource
-from contextwright.storage import SQLiteStore
+from contextwright.stores import SQLiteStore
 
 SCOPE = Scope("acme", "alice")
 

@@ -14,15 +14,10 @@ Stateful use keeps conversations in a store (SQLite by default) and builds by id
 
 The public API is re-exported here once; implementation lives in private modules,
 one per part of the design (messages, tokens, budget, blocks, cache, sources, …);
-`contextwright.sources`, `.adapters`, `.history`, `.memory`, `.knowledge`, `.storage`
+`contextwright.sources`, `.adapters`, `.history`, `.memory`, `.knowledge`, `.stores`
 and `.llm` hold the parts' own APIs.
 """
 
-from ._blocks import Block, Priority, escape_content, render_block, unescape_content
-from ._budget import DEFAULT_SHARES, MODELS, Budget, BudgetTracker, ModelInfo, model_info, share_out
-from ._cache import Cache, CacheStats, MemoryCache, cache_namespace, user_memory_tag
-from ._conversations import Conversations, MemoryFlush
-from ._engine import ContextEngine
 from ._errors import (
     BudgetError,
     ConfigError,
@@ -35,32 +30,38 @@ from ._errors import (
     SummaryConflictError,
     UserError,
 )
-from ._eval import evaluate_locomo, memory_qa_engine
-from ._messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Unit,
-    group_units,
+from .budget._budget import (
+    DEFAULT_SHARES,
+    MODELS,
+    Budget,
+    BudgetTracker,
+    ModelInfo,
+    model_info,
+    share_out,
 )
-from ._receipt import BlockReport, BuiltContext, ContextReport, SectionReport
-from ._tokens import (
-    CachedCounter,
-    HeuristicCounter,
-    HFTokenizerCounter,
-    MessageOverhead,
-    TiktokenCounter,
-    TokenCounter,
-    count_message,
-    count_messages,
-    default_counter,
-    truncate_to_tokens,
-)
-from ._window import WindowResult, select_window
+from .history._window import WindowResult, select_window
+from .interfaces.eval._locomo import evaluate_locomo, memory_qa_engine
 from .knowledge import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
 from .memory import InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
+from .model._blocks import Block, Priority, escape_content, render_block, unescape_content
+from .model._messages import Message
+from .model._parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
+from .model._units import Unit, group_units
+from .pipeline._engine import ContextEngine
+from .pipeline._receipt import BlockReport, BuiltContext, ContextReport, SectionReport
+from .service import (
+    Conversations,
+    MemoryFlush,
+    MemoryWriter,
+    MemoryWriterStore,
+    WriterStats,
+    invalidate_user_memory,
+)
+from .stores._cache import Cache, CacheStats, MemoryCache, cache_namespace, user_memory_tag
+from .tokens._count import CachedCounter, HeuristicCounter, TokenCounter
+from .tokens._exact import HFTokenizerCounter, TiktokenCounter, default_counter
+from .tokens._frame import MessageOverhead, count_message, count_messages
+from .tokens._truncate import truncate_to_tokens
 
 __version__ = "0.1.0"
 
@@ -95,6 +96,8 @@ __all__ = [
     "MemoryFlush",
     "MemoryHit",
     "MemoryStore",
+    "MemoryWriter",
+    "MemoryWriterStore",
     "Message",
     "MessageOverhead",
     "MissingDependencyError",
@@ -114,6 +117,7 @@ __all__ = [
     "Unit",
     "UserError",
     "WindowResult",
+    "WriterStats",
     "__version__",
     "cache_namespace",
     "count_message",
@@ -122,6 +126,7 @@ __all__ = [
     "escape_content",
     "evaluate_locomo",
     "group_units",
+    "invalidate_user_memory",
     "memory_qa_engine",
     "model_info",
     "render_block",

@@ -132,7 +132,7 @@ class SummaryConflictError(StoreError):
 
     def __init__(self, upto_seq: int, latest: Any, *, expected: int | None = None) -> None:
         self.upto_seq = upto_seq
-        self.latest = latest  # a `contextwright.storage.Summary`
+        self.latest = latest  # a `contextwright.stores.Summary`
         self.expected = expected
         if expected is not None:
             super().__init__(

@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError, ProviderRuleError
-from .._messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ..model._messages import Message
+from ..model._parts import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._common import (
     blank,
     build_message,

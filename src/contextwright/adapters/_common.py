@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import InvalidMessageError
-from .._messages import ImagePart, Message, Part, TextPart
+from ..model._messages import Message
+from ..model._parts import ImagePart, Part, TextPart
 
 __all__ = [
     "blank",

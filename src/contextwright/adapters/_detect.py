@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 from .._errors import InvalidMessageError
-from .._messages import Message
+from ..model._messages import Message
 
 __all__ = ["Format", "detect_format", "read_messages"]
 

@@ -36,7 +36,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError
-from .._messages import ImagePart, Message, Part, TextPart, ToolCallPart, ToolResultPart
+from ..model._messages import Message
+from ..model._parts import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._common import (
     build_message,
     check_arguments,

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from .._errors import ConfigError
-from .._messages import Message
+from ..model._messages import Message
 
 __all__ = [
     "PRESETS",

@@ -3,15 +3,17 @@
 `RecallSource` asks this module which stored turns to bring back for a new
 message. The turns of a conversation are held in process (`TurnIndex`: text,
 speaker, time, session, optional vectors), kept up to date from the store, and
-ranked by `TurnRanker` in five steps:
+ranked by `TurnRanker` in five steps (`TurnIndex` holds either all of a
+conversation's turns, for the configurations that rank every turn, or only the
+store's hits and their surroundings):
 
 1. **Query analysis** (`analyse`). Stop words go (English; CJK text is left to the
    index's bigrams). Words naming a *speaker* of the conversation go too:
    in a dialogue a name mostly appears as a vocative addressed to the *other*
    person ("Thanks, Mel!"), so matching it as text favours the wrong speaker;
    it becomes a speaker prior instead. Month names and years become a date prior.
-2. **Lexical evidence**: full-text BM25 over what is left (`Postings`: the
-   store's FTS5 terms and scores, kept in process). A hit's
+2. **Lexical evidence**: full-text BM25 over what is left, answered by the
+   store's own index (FTS5 on SQLite), not kept in process. A hit's
    score also flows to its neighbours in the same session, decaying by
    ``neighbour_decay`` per step up to ``neighbours`` steps away: the turn that
    holds an answer is often next to the one that names the topic ("How was the
@@ -55,14 +57,15 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
-from .._messages import Message
-from ..storage import MessageOutline
-from ._postings import Postings
+from ..model._messages import Message
+from ..stores import MessageOutline
 
 if TYPE_CHECKING:
     from ..memory import Embedder
 
-__all__ = ["IndexedTurn", "QueryAnalysis", "RankWeights", "TurnIndex", "TurnRanker", "analyse"]
+__all__ = [
+    "IndexedTurn", "QueryAnalysis", "RankWeights", "TurnIndex", "TurnRanker", "analyse", "speaker_map",
+]  # fmt: skip
 
 # Function words that carry no topic, and the scaffolding of questions ("what
 # kind of…", "how many…"). Questions are full of them, and with BM25 over OR-ed
@@ -170,19 +173,24 @@ class TurnIndex:
     Built from the store once and then extended with what is new; a silence of
     more than ``session_gap`` seconds starts a new session (neighbour evidence
     does not cross sessions). Each turn's date heading is written in ``locale``.
-    ``vectors`` holds one row per turn once embedded.
+    ``vectors`` holds one row per turn once embedded. With ``gaps`` the index may
+    be given stretches of the conversation with messages missing between them
+    (the store's hits and their surroundings): a gap in sequence numbers starts a
+    new session too, so that no neighbour evidence crosses it.
     """
 
-    def __init__(self, session_gap: float = 3600.0, locale: str = "en") -> None:
+    def __init__(
+        self, session_gap: float = 3600.0, locale: str = "en", *, gaps: bool = False
+    ) -> None:
         self.session_gap = session_gap
         self.locale = locale
+        self.gaps = gaps
         self.turns: list[IndexedTurn] = []
         self.seqs: list[int] = []
         self.positions: dict[int, int] = {}  # seq -> its index in ``turns`` (and ``seqs``)
         self.sessions: list[int] = []  # each turn's session, as ``turns[i].session``
         self.last_seq = 0
         self.speakers: dict[str, str] = {}
-        self.terms = Postings()  # the turns' full-text index (BM25 search)
         self._df: Counter[str] = Counter()  # see `df`
         self._df_turns = 0  # how many turns ``_df`` has counted
         self.vectors: Any = None  # numpy float32 (n_embedded, d), rows L2-normalised
@@ -213,6 +221,7 @@ class TurnIndex:
             seq = m.seq or 0
             if seq <= self.last_seq:
                 continue
+            gap = self.gaps and seq > self.last_seq + 1
             self.last_seq = seq
             if m.role not in ("user", "assistant"):
                 continue
@@ -220,11 +229,13 @@ class TurnIndex:
             if not text.strip():
                 continue
             prev = self.turns[-1] if self.turns else None
-            if (
-                prev is not None
-                and m.created_at is not None
-                and prev.created_at is not None
-                and m.created_at - prev.created_at > self.session_gap
+            if prev is not None and (
+                gap  # messages between that the index was not given: no neighbours across
+                or (
+                    m.created_at is not None
+                    and prev.created_at is not None
+                    and m.created_at - prev.created_at > self.session_gap
+                )
             ):
                 self._session += 1
             speaker = m.name or m.role
@@ -239,12 +250,8 @@ class TurnIndex:
             self.positions[seq] = len(self.seqs)
             self.seqs.append(seq)
             self.sessions.append(self._session)
-            self.terms.add(text)
             if m.name:
-                self.speakers.setdefault(m.name.lower(), m.name)
-                first = m.name.split()[0].lower()
-                if first != m.name.lower():
-                    self.speakers.setdefault(first, m.name)
+                _add_speaker(self.speakers, m.name)
             added += 1
         return added
 
@@ -464,6 +471,22 @@ class TurnRanker:
         rank = np.empty(m, dtype=np.float64)
         rank[order] = np.arange(m, dtype=np.float64)
         return raw, rank
+
+
+def _add_speaker(speakers: dict[str, str], name: str) -> None:
+    speakers.setdefault(name.lower(), name)
+    words = name.split()
+    if words and words[0].lower() != name.lower():
+        speakers.setdefault(words[0].lower(), name)
+
+
+def speaker_map(names: Iterable[str]) -> dict[str, str]:
+    """Speaker names as `analyse` takes them: the lower-cased name, and its first word, → name."""
+    speakers: dict[str, str] = {}
+    for name in names:
+        if name:
+            _add_speaker(speakers, name)
+    return speakers
 
 
 def _rrf_order(

@@ -3,9 +3,9 @@
 Once a turn has left the window it survives in the prompt only through the
 summary, which keeps the gist and loses the wording. `RecallSource` ranks the
 conversation's stored turns that are older than the history the window draws
-from (`TurnRanker`: full-text BM25 over the turns' terms, the store's FTS5 terms
-kept in process — see ``_postings.py`` —, spread to neighbouring turns,
-optional vectors, speaker and date priors — see ``_rank.py``)
+from (`TurnRanker`: the store's full-text search — FTS5 BM25 on SQLite —, spread
+to neighbouring turns, optional vectors, speaker and date priors — see
+``_rank.py``)
 and packs the best into one block that fits its token allowance:
 
 - **Greedy by rank, within the allowance.** Turns are taken best first; one that
@@ -28,15 +28,24 @@ and packs the best into one block that fits its token allowance:
   was low) to match. The allowance is net of the frame the engine puts around
   dynamic blocks. Without a counter a conservative heuristic stands in.
 
-The in-process turn index of each conversation is read from the store once (as
-outlines: the text without decoding whole messages, tool results unread) and
-then extended with what is new (``read_outline(after_seq=…)``, only when the
-history shows newer messages); `prepare` does that ahead of time, which matters with an
-embedder, whose first batch takes a while (MiniLM: about 6 ms a turn on CPU), and
-`catch_up` adds the turns stored since the last fetch, for a background job
-between turns (`Conversations` runs one after a reply is appended), so that the
-next fetch finds nothing to index. The indexes are read and extended under a
-lock, never held across an await.
+Where the turns come from depends on what is ranked:
+
+- **Hits and their surroundings** (the default: a turn limit, no ``fill``, no
+  embedder). One store call (`search_outlines`) returns the best full-text hits
+  below the window and the outlines of the turns within neighbour reach of
+  each, in one snapshot; they are ranked and packed, and nothing is kept but
+  the conversation's speaker names (asked of the store once, then extended from
+  each window). A fresh process recalls exactly as a warm one, at the same cost.
+- **Every turn** (``fill``, or vectors). The conversation's turns are read from
+  the store once (as outlines: the text without decoding whole messages, tool
+  results unread) and then extended with what is new (``read_outline(after_seq=…)``,
+  only when the history shows newer messages; stored messages never change, so
+  the index is exact). The full-text evidence still comes from the store's
+  search. `prepare` reads ahead of time, which matters with an embedder, whose
+  first batch takes a while (MiniLM: about 6 ms a turn on CPU), and `catch_up`
+  adds the turns stored since the last fetch, for a background job between
+  turns, so that the next fetch finds nothing to read. The indexes are read and
+  extended under a lock, never held across an await.
 """
 
 from __future__ import annotations
@@ -48,16 +57,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .._blocks import Block, Priority, escape_content, render_block
-from .._eager import resume, step
-from .._fit import JOIN_TOKENS
-from .._messages import Message
-from .._tokens import HeuristicCounter, TokenCounter, message_frame
+from ..budget._fit import JOIN_TOKENS
+from ..model._blocks import Block, Priority, escape_content, render_block
+from ..model._messages import Message
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
 from ..sources._templates import templates_for, turn_context
-from ..storage import MessageOutline
-from ._rank import IndexedTurn, QueryAnalysis, TurnIndex, TurnRanker, analyse
+from ..stores import MessageOutline
+from ..tokens._count import HeuristicCounter, TokenCounter
+from ..tokens._frame import message_frame
+from ._rank import IndexedTurn, QueryAnalysis, TurnIndex, TurnRanker, analyse, speaker_map
 
 __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
 
@@ -82,7 +91,16 @@ MEMORY_QA_SHARES: Mapping[Any, float] = {
 
 
 class SearchesMessages(Protocol):
-    """What recall needs from a store: `AsyncStore.read_outline`, to index the conversation's turns."""
+    """What recall needs from a store (`AsyncStore`): its full-text search, speakers, outlines."""
+
+    def search_outlines(
+        self, conversation: str, query: str, *, tenant: str, limit: int = 10,
+        before_seq: int | None = None, match_budget: int | None = None, around: int = 0,
+    ) -> Awaitable[tuple[list[tuple[int, float]], list[MessageOutline]]]: ...  # fmt: skip
+
+    def speaker_names(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> Awaitable[list[str]]: ...
 
     def read_outline(
         self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
@@ -140,6 +158,8 @@ class RecallSource(SourceBase):
         # a fetch on another thread reads it. Never held across an await.
         self._lock = threading.Lock()
         self._costs: dict[tuple[str, str], int] = {}
+        # speakers named before each conversation's window, and how far that goes
+        self._names: OrderedDict[tuple[str, str], tuple[int, frozenset[str]]] = OrderedDict()
 
     @classmethod
     def for_memory_qa(
@@ -233,15 +253,9 @@ class RecallSource(SourceBase):
             # Shielded: a fetch that runs out of time stops waiting, but the
             # reading (and embedding) goes on, and the next fetch finds it done
             # or joins it, instead of starting over.
-            # Started eagerly: a store that answers at once (the sync API's) leaves
-            # nothing to wait for, and no task is made.
             task = self._loading.get(key)
             if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
-                load = self._load(index, conversation, tenant, newest)
-                finished, waiting = step(load)
-                if finished:
-                    return index
-                task = asyncio.ensure_future(resume(load, waiting))
+                task = asyncio.ensure_future(self._load(index, conversation, tenant, newest))
                 self._loading[key] = task
             await asyncio.shield(task)
             with self._lock:
@@ -283,58 +297,131 @@ class RecallSource(SourceBase):
 
     # -- fetch ---------------------------------------------------------------------------
 
+    def _whole(self) -> bool:
+        """Whether every turn is ranked (``fill``, or vectors), so the whole index is kept."""
+        return self.fill or self.ranker.embedder is not None
+
     async def fetch(self, turn: Turn, allowance: int) -> FetchResult:
         if self.store is None or not turn.query.strip():
             return None
         oldest = next((m.seq for m in turn.history if m.seq is not None), None)
+        if oldest is not None and oldest <= 1:
+            return None  # the window reaches the first message: nothing older
+        if not self._whole():
+            return await self._fetch_hits(turn, oldest, allowance)
         newest = turn.history[-1].seq if turn.history else None
         index = await self._refresh(
             turn.conversation, turn.tenant, turn.locale, newest, turn.history
         )
         # The index is read under its lock (a background `catch_up` may be adding
-        # to it), which is never held across the await for the query's vector.
+        # to it), which is never held across an await.
+        with self._lock:
+            n = index.count_before(oldest)
+            if n == 0:
+                return None
+            analysis = analyse(turn.query, index.speakers)
+        # The message's vector is computed on a worker thread while the store searches.
         vector: asyncio.Future[Any] | None = None
+        if self.ranker.embedder is not None and index.vectors is not None:
+            vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
         try:
-            with self._lock:
-                n = index.count_before(oldest)
-                if n == 0:
-                    return None
-                analysis = analyse(turn.query, index.speakers)
-                # The message's vector is computed on a worker thread while the index is searched.
-                if self.ranker.embedder is not None and index.vectors is not None:
-                    vector = asyncio.ensure_future(
-                        asyncio.to_thread(self.ranker.embed_query, analysis)
-                    )
-                scores: dict[int, float] = {}
-                if analysis.text.strip():
-                    scores = self._search(index, analysis.text, n, self.match_budget)
+            scores: dict[int, float] = {}
+            if analysis.text.strip():
+                scores = await self._search(turn, index, analysis.text, oldest, self.match_budget)
             query_vector = await vector if vector is not None else None
         finally:
             if vector is not None and not vector.done():
                 vector.cancel()
         with self._lock:
-            return self._ranked_block(index, turn, analysis, scores, n, query_vector, allowance)
+            ranked, top = self._rank(index, analysis, scores, n, query_vector)
+            more = self.ranker.feedback_query(index, analysis, ranked) if scores else None
+        feedback: dict[int, float] | None = None
+        if more:
+            feedback = await self._search(turn, index, more, oldest, None)
+        with self._lock:
+            if feedback:
+                ranked, top = self._rank(index, analysis, scores, n, query_vector, feedback)
+            return self._ranked_block(
+                index, turn, analysis, scores, n, query_vector, feedback, ranked, top, allowance
+            )
 
-    def _ranked_block(
-        self, index: TurnIndex, turn: Turn, analysis: QueryAnalysis, scores: dict[int, float], n: int,
-        query_vector: Any, allowance: int,
-    ) -> Block | None:  # fmt: skip
-        """Rank the first ``n`` turns for the analysed message and pack the best (index locked)."""
+    async def _fetch_hits(self, turn: Turn, oldest: int | None, allowance: int) -> FetchResult:
+        """The sparing path: rank the store's hits and their surroundings, nothing kept."""
+        speakers = await self._speakers(turn, oldest)
+        analysis = analyse(turn.query, speakers)
+        if not analysis.text.strip():
+            return None
+        reach = max(0, self.ranker.weights.neighbours)
+        hits, outlines = await self.store.search_outlines(
+            turn.conversation, analysis.text, tenant=turn.tenant, limit=self.search_limit,
+            before_seq=oldest, match_budget=self.match_budget, around=reach,
+        )  # fmt: skip
+        if not hits:
+            return None
+        index = TurnIndex(self.session_gap, turn.locale, gaps=True)
+        index.add(outlines)
+        scores = {
+            seq: score
+            for seq, score in hits
+            if score >= self.min_score and index.position(seq) is not None
+        }
+        if not scores:
+            return None
+        n = len(index)
+        ranked, top = self._rank(index, analysis, scores, n, None)
+        return self._ranked_block(
+            index, turn, analysis, scores, n, None, None, ranked, top, allowance
+        )
+
+    async def _speakers(self, turn: Turn, oldest: int | None) -> dict[str, str]:
+        """The conversation's speakers up to the end of ``turn``'s history (name → label).
+
+        The names before the window are asked of the store once and then kept with
+        how far they go: the window's own messages carry the rest, and the next
+        window starts within this one, so a warm turn asks the store nothing.
+        """
+        key = (turn.tenant, turn.conversation)
+        with self._lock:
+            upto, names = self._names.get(key, (0, frozenset()))
+        upper = None if oldest is None else oldest - 1
+        if upper is None or upper > upto:
+            found = await self.store.speaker_names(
+                turn.conversation, tenant=turn.tenant, after_seq=upto, upto_seq=upper
+            )
+            names = names | frozenset(found)
+        in_window = [m.name for m in turn.history if m.name and m.role in ("user", "assistant")]
+        names = names | frozenset(in_window)
+        newest = turn.history[-1].seq if turn.history else None
+        if upper is not None and newest is not None:
+            with self._lock:
+                self._names[key] = (newest, names)
+                self._names.move_to_end(key)
+                while len(self._names) > 4 * self.max_conversations:
+                    self._names.popitem(last=False)
+        return speaker_map(sorted(names))
+
+    def _rank(
+        self, index: TurnIndex, analysis: QueryAnalysis, scores: dict[int, float], n: int,
+        query_vector: Any, feedback: dict[int, float] | None = None,
+    ) -> tuple[list[tuple[int, float]], int | None]:  # fmt: skip
+        """The ranking's start (all of it without a turn limit) and how long that start is."""
         # With a turn limit only the best few are ranked in full order at first;
         # packing asks for the rest if those run out (turns too long to fit).
         top = None
         if self.limit is not None:
             top = max(_TOP_PER_TURN * self.limit, self.ranker.weights.feedback_docs)
-        feedback: dict[int, float] | None = None
         ranked = self.ranker.rank(
-            index, analysis, scores, n, query_vector=query_vector, fill=self.fill, top=top
-        )
-        more = self.ranker.feedback_query(index, analysis, ranked) if scores else None
-        if more:
-            feedback = self._search(index, more, n, None)
-            ranked = self.ranker.rank(
-                index, analysis, scores, n, feedback=feedback, fill=self.fill, top=top
-            )
+            index, analysis, scores, n, query_vector=query_vector, feedback=feedback,
+            fill=self.fill, top=top,
+        )  # fmt: skip
+        return ranked, top
+
+    def _ranked_block(
+        self, index: TurnIndex, turn: Turn, analysis: QueryAnalysis, scores: dict[int, float], n: int,
+        query_vector: Any, feedback: dict[int, float] | None, ranked: list[tuple[int, float]],
+        top: int | None, allowance: int,
+    ) -> Block | None:  # fmt: skip
+        """Pack the best of the ranked first ``n`` turns into the allowance."""
 
         def rest() -> list[tuple[int, float]]:
             """The whole ranking, of which ``ranked`` is the start."""
@@ -356,15 +443,20 @@ class RecallSource(SourceBase):
         full = top is None or len(ranked) < top
         return self._block(index, ranked, allowance - frame, None if full else rest)
 
-    def _search(self, index: TurnIndex, words: str, n: int, budget: int | None) -> dict[int, float]:
-        """seq → BM25 of the best ``search_limit`` of the first ``n`` turns (``min_score`` applied)."""
-        turns = index.turns
-        found = index.terms.search(
-            words, before=n, limit=self.search_limit, budget=budget,
-            text_of=lambda p: turns[p].text,
+    async def _search(
+        self, turn: Turn, index: TurnIndex, words: str, oldest: int | None, budget: int | None
+    ) -> dict[int, float]:
+        """seq → BM25 of the store's best ``search_limit`` turns before ``oldest`` (``min_score`` applied)."""
+        hits, _ = await self.store.search_outlines(
+            turn.conversation, words, tenant=turn.tenant, limit=self.search_limit,
+            before_seq=oldest, match_budget=budget,
         )  # fmt: skip
-        seqs = index.seqs
-        return {seqs[p]: score for p, score in found.items() if score >= self.min_score}
+        # hits of messages that are no turns of the index (system messages) are left out
+        return {
+            seq: score
+            for seq, score in hits
+            if score >= self.min_score and index.position(seq) is not None
+        }
 
     # -- packing and rendering -------------------------------------------------------------
 

@@ -54,9 +54,11 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .._errors import ConfigError
-from .._messages import Message, TextPart
-from .._tokens import TokenCounter, truncate_to_tokens
-from ..storage import MessageOutline
+from ..model._messages import Message
+from ..model._parts import TextPart
+from ..stores import MessageOutline
+from ..tokens._count import TokenCounter
+from ..tokens._truncate import truncate_to_tokens
 from ._summary_format import (
     CODE_FENCE,
     Locale,

@@ -16,9 +16,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from .._errors import ConfigError
-from .._messages import Message, TextPart
-from .._tokens import TokenCounter, truncate_to_tokens
 from ..llm import LLM, describe_error
+from ..model._messages import Message
+from ..model._parts import TextPart
+from ..tokens._count import TokenCounter
+from ..tokens._truncate import truncate_to_tokens
 from ._summary import RuleSummarizer, Summarizer, SummaryDraft, _clip
 from ._summary_format import LABELS, Locale, RuleSummary, resolve_locale, strip_frame
 

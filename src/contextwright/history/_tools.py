@@ -57,14 +57,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigError
-from .._tokens import (
-    CachedCounter,
-    TiktokenCounter,
-    TokenCounter,
-    _largest_fitting,
-    _safe_cut,
-    truncate_to_tokens,
-)
+from ..tokens._count import CachedCounter, TokenCounter
+from ..tokens._exact import TiktokenCounter
+from ..tokens._truncate import _largest_fitting, _safe_cut, truncate_to_tokens
 
 __all__ = [
     "EXACT_NEAR",

@@ -8,18 +8,18 @@
     # 来源:ttps.md › 申请条件 (相似度: 0.92)
     # > …
 
-- `_base` — `Passage`, `KnowledgeHit`, the async `KnowledgeStore` protocol the
-  knowledge and experience sources read through, `InMemoryKnowledgeStore`;
-- `_ingest` — `chunk_document` and `Chunk`;
-- `_sqlite` — `SQLiteKnowledgeStore` (per tenant, hybrid search, experiences with
-  an active flag) and `KnowledgeView`;
-- `_render` — passages as prompt text under a token budget (``Source: … (similarity: …)``).
+This package is the knowledge part's public face. The pieces live where the
+layering puts them: `Passage`, `KnowledgeHit`, the async `KnowledgeStore` protocol
+and `InMemoryKnowledgeStore` in `stores/_knowledge.py`; `SQLiteKnowledgeStore`
+and `KnowledgeView` in `stores/sqlite/`; `chunk_document` in `text/_chunk.py`;
+`render_passages` (passages as prompt text under a token budget) in
+`stores/_knowledge_render.py`.
 """
 
-from ._base import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
-from ._ingest import Chunk, chunk_document
-from ._render import render_passages
-from ._sqlite import KnowledgeView, SQLiteKnowledgeStore
+from ..stores._knowledge import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
+from ..stores._knowledge_render import render_passages
+from ..stores.sqlite._knowledge import KnowledgeView, SQLiteKnowledgeStore
+from ..text._chunk import Chunk, chunk_document
 
 __all__ = [
     "Chunk",

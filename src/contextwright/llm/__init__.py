@@ -5,6 +5,8 @@
 `AnthropicLLM` (Anthropic Messages) implement it over the official SDKs, installed
 with the ``sdk`` extra. Every failure surfaces as `LLMError` with the SDK's error
 chained; callers put their own deadline around the call and fall back to rules.
+The clients (and the OpenAI-compatible embedder in `_embed`) build their SDK client
+through one helper, `_client.sdk_client`.
 
 This package sits low in the layering (docs/architecture.md): it imports only the error and
 message modules, so history and memory can use it without cycles.

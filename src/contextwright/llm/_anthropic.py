@@ -3,7 +3,7 @@
 `AnthropicLLM` drives the official ``anthropic`` SDK's ``AsyncAnthropic`` client
 (``messages.create``) and returns the text blocks of the answer joined together. The
 SDK is an optional extra (``contextwright[sdk]``), imported only when a client is
-built.
+built (by `_client.sdk_client`, shared with the other SDK clients).
 
 As with the OpenAI client, ``max_retries=0`` by default: the caller holds the
 deadline, and the SDK's own retries with back-off would outlive it. With a
@@ -14,15 +14,12 @@ without credentials.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from .._errors import ConfigError, LLMError, MissingDependencyError
-from ._base import describe_error
+from .._errors import ConfigError, LLMError
+from ._client import call_failed, sdk_client
 
 __all__ = ["AnthropicLLM"]
-
-PLACEHOLDER_KEY = "not-needed"
 
 
 class AnthropicLLM:
@@ -50,24 +47,10 @@ class AnthropicLLM:
         self.name = f"anthropic:{model}"
         self._owns_client = client is None
         if client is None:
-            try:
-                import anthropic
-            except ImportError:
-                raise MissingDependencyError(
-                    "anthropic", "sdk", "the Anthropic LLM client"
-                ) from None
-            key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-            if not key and base_url:
-                key = PLACEHOLDER_KEY
-            try:
-                client = anthropic.AsyncAnthropic(
-                    api_key=key,
-                    base_url=base_url,
-                    timeout=timeout,
-                    max_retries=max_retries,
-                )
-            except (anthropic.AnthropicError, ValueError) as exc:
-                raise ConfigError(f"cannot set up the Anthropic client: {exc}") from exc
+            client = sdk_client(
+                "anthropic", "AsyncAnthropic", "the Anthropic LLM client",
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries,
+            )  # fmt: skip
         self._client = client
 
     async def complete(self, prompt: str, *, system: str = "", max_tokens: int = 512) -> str:
@@ -83,7 +66,7 @@ class AnthropicLLM:
                 **options,
             )
         except Exception as exc:  # every SDK, transport and timeout error, translated
-            raise LLMError(f"{self.name}: {describe_error(exc)}") from exc
+            raise call_failed(self.name, exc) from exc
         if getattr(response, "stop_reason", None) == "refusal":
             raise LLMError(f"{self.name}: the model refused")
         blocks = getattr(response, "content", None) or []

@@ -6,7 +6,8 @@ server — vLLM, llama.cpp, Ollama, LM Studio, a gateway — which is why it is 
 the protocol rather than the vendor.
 
 The SDK is an optional extra (``contextwright[sdk]``) and is imported only when a
-client is built, so importing contextwright never needs it.
+client is built (by `_client.sdk_client`, shared with the other SDK clients), so
+importing contextwright never needs it.
 
 Choices that differ from the SDK's defaults, and why:
 
@@ -22,16 +23,12 @@ Choices that differ from the SDK's defaults, and why:
 
 from __future__ import annotations
 
-import os
 from typing import Any, Literal
 
-from .._errors import ConfigError, LLMError, MissingDependencyError
-from ._base import describe_error
+from .._errors import ConfigError, LLMError
+from ._client import call_failed, sdk_client
 
 __all__ = ["OpenAICompatibleLLM"]
-
-# Sent when a compatible server needs no key; the SDK insists on having one.
-PLACEHOLDER_KEY = "not-needed"
 
 
 class OpenAICompatibleLLM:
@@ -64,24 +61,10 @@ class OpenAICompatibleLLM:
         self.token_param = token_param or ("max_tokens" if base_url else "max_completion_tokens")
         self._owns_client = client is None
         if client is None:
-            try:
-                import openai
-            except ImportError:
-                raise MissingDependencyError(
-                    "openai", "sdk", "the OpenAI-compatible LLM client"
-                ) from None
-            key = api_key or os.environ.get("OPENAI_API_KEY")
-            if not key and base_url:
-                key = PLACEHOLDER_KEY
-            try:
-                client = openai.AsyncOpenAI(
-                    api_key=key,
-                    base_url=base_url,
-                    timeout=timeout,
-                    max_retries=max_retries,
-                )
-            except openai.OpenAIError as exc:  # e.g. no key for api.openai.com
-                raise ConfigError(f"cannot set up the OpenAI client: {exc}") from exc
+            client = sdk_client(
+                "openai", "AsyncOpenAI", "the OpenAI-compatible LLM client",
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries,
+            )  # fmt: skip
         self._client = client
 
     async def complete(self, prompt: str, *, system: str = "", max_tokens: int = 512) -> str:
@@ -98,7 +81,7 @@ class OpenAICompatibleLLM:
                 model=self.model, messages=messages, **options
             )
         except Exception as exc:  # every SDK, transport and timeout error, translated
-            raise LLMError(f"{self.name}: {describe_error(exc)}") from exc
+            raise call_failed(self.name, exc) from exc
         choices = getattr(response, "choices", None)
         if not choices:
             raise LLMError(f"{self.name}: the answer has no choices")

@@ -1,4 +1,4 @@
-"""Long-term memory: scoped records, hybrid search, embeddings (docs/architecture.md).
+"""Long-term memory: scoped records, hybrid search, embeddings (see docs/architecture.md).
 
     store = SQLiteMemoryStore("chat.db")                  # the conversations' file
     scope = Scope("acme", "u1")
@@ -6,36 +6,29 @@
     store.search_sync(scope, "上海")[0].memory.content    # '我在上海工作'
     await store.search(scope, "where does she work?", 3)  # the MemoryStore protocol
 
-- `_base` — `Scope`, `Memory`, `MemoryHit`, the async `MemoryStore` protocol the
-  user-memory source reads through, `InMemoryMemoryStore`, and the validators;
-- `_sqlite` — `SQLiteMemoryStore`: persistence in the same SQLite file as the
-  conversations, supersession, near-duplicate lookup, hybrid search;
-- `_search` — the pure part of search: terms, coverage, fusion and weighting
-  formulas, the per-scope `VectorIndex`;
-- `_embed` — the `Embedder` protocol with sentence-transformers and
-  OpenAI-compatible adapters; `_spaces` — one embedding model per index.
+This package is the memory part's public face and its own logic, extraction: what a
+conversation says about the user, by rules (`_extract`, with the tables in `_rules_en`
+and `_rules_zh`) or by a model (`_extract_llm`), as `Extracted` records (`_extracted`).
+The rest lives where the layering puts it: the records and the async
+`MemoryStore` protocol in `stores/_memory.py`, `SQLiteMemoryStore` in
+`stores/sqlite/`, the hybrid-search formulas in `text/`, the embedders in `llm/`,
+and the background `MemoryWriter` in `service/` (exported by `contextwright`).
 """
 
-from .._cache import user_memory_tag
-from ._base import (
-    CATEGORIES,
-    InMemoryMemoryStore,
-    Memory,
-    MemoryHit,
-    MemoryStore,
-    Scope,
-)
-from ._embed import (
+from ..llm._embed import (
     Embedder,
     OpenAICompatibleEmbedder,
     SentenceTransformerEmbedder,
     bundled_minilm_path,
     normalize_rows,
 )
-from ._extract import KINDS, Extracted, Extractor, LLMExtractor, RuleExtractor, dedupe_key
-from ._search import SearchWeights, VectorIndex
-from ._sqlite import SQLiteMemoryStore
-from ._writer import MemoryWriter, MemoryWriterStore, WriterStats, invalidate_user_memory
+from ..stores._cache import user_memory_tag
+from ..stores._memory import CATEGORIES, InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
+from ..stores.sqlite._memory import SQLiteMemoryStore
+from ..text._hybrid import SearchWeights, VectorIndex
+from ._extract import KINDS, RuleExtractor
+from ._extract_llm import LLMExtractor
+from ._extracted import Extracted, Extractor, dedupe_key
 
 __all__ = [
     "CATEGORIES",
@@ -48,8 +41,6 @@ __all__ = [
     "Memory",
     "MemoryHit",
     "MemoryStore",
-    "MemoryWriter",
-    "MemoryWriterStore",
     "OpenAICompatibleEmbedder",
     "RuleExtractor",
     "SQLiteMemoryStore",
@@ -57,10 +48,8 @@ __all__ = [
     "SearchWeights",
     "SentenceTransformerEmbedder",
     "VectorIndex",
-    "WriterStats",
     "bundled_minilm_path",
     "dedupe_key",
-    "invalidate_user_memory",
     "normalize_rows",
     "user_memory_tag",
 ]

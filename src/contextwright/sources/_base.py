@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from .._blocks import Block, Priority
 from .._errors import ConfigError
+from ..model._blocks import Block, Priority
 from ._state import Turn
 
 __all__ = [

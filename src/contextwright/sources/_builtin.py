@@ -29,11 +29,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from .._blocks import Block, Priority
-from .._cache import user_memory_tag
-from .._messages import ToolCallPart
 from ..knowledge import KnowledgeStore
 from ..memory import Memory, MemoryStore, Scope
+from ..model._blocks import Block, Priority
+from ..model._parts import ToolCallPart
+from ..stores._cache import user_memory_tag
 from ._base import FetchResult, SourceBase, Trigger, every_n_turns, keywords, stage
 from ._state import AgentCall, Turn
 from ._templates import templates_for

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .._cache import cache_namespace
 from .._errors import InvalidMessageError
-from .._messages import Message
+from ..model._messages import Message
+from ..stores._cache import cache_namespace
 
 __all__ = ["AgentCall", "Assessment", "ConversationState", "DeviceInfo", "StageVisit", "Turn"]
 

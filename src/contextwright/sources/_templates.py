@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal, TypeAlias
 
-from .._blocks import Block, render_block
-from .._fit import JOIN
+from ..budget._fit import JOIN
+from ..model._blocks import Block, render_block
 
 __all__ = ["TEMPLATES", "Placement", "templates_for", "turn_context"]
 

@@ -1,0 +1,100 @@
+"""The ``eval`` command: ``contextwright eval locomo DIR [--budget …] [--embedder …] [--json]``.
+
+Parses the budgets and the files, runs `evaluate_locomo`, and prints the report as
+a table (rich) or as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..._errors import UserError
+from ._locomo import CATEGORIES, evaluate_locomo
+
+__all__ = ["add_parsers", "run"]
+
+
+def add_parsers(sub: Any) -> None:
+    ev = sub.add_parser("eval", help="measure recall on a benchmark")
+    which = ev.add_subparsers(dest="benchmark", required=True)
+    lo = which.add_parser(
+        "locomo", help="LoCoMo conversations: recall of evidence turns per budget"
+    )
+    lo.add_argument("dir", type=Path, help="a directory of LoCoMo *.json files, or one file")
+    lo.add_argument("--budget", dest="budgets", default="1000,2000,4000,8000",
+                    help="comma-separated token budgets besides system prompt and question")  # fmt: skip
+    lo.add_argument("--embedder", choices=["none", "minilm"], default="none",
+                    help="add vector evidence from all-MiniLM-L6-v2 (needs sentence-transformers)")  # fmt: skip
+    lo.add_argument("--json", action="store_true", help="print the raw report as JSON")
+
+
+def _budgets(raw: str) -> list[int]:
+    try:
+        out = [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--budget must be comma-separated integers, got {raw!r}") from None
+    if not out or any(b <= 0 for b in out):
+        raise UserError(f"--budget must be positive integers, got {raw!r}")
+    return out
+
+
+def _files(where: Path) -> list[Path]:
+    if where.is_file():
+        return [where]
+    if not where.is_dir():
+        raise UserError(f"{where}: no such directory")
+    files = sorted(where.glob("*.json"))
+    if not files:
+        raise UserError(f"{where}: no *.json files")
+    return files
+
+
+def run(args: argparse.Namespace, out: Any) -> int:
+    """``eval locomo``: the report as a table, or as JSON with ``--json``; returns 0."""
+    budgets = _budgets(args.budgets)
+    files = _files(args.dir)
+    embedder = None
+    if args.embedder == "minilm":
+        from ...memory import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder()
+    report = evaluate_locomo(files, budgets, embedder=embedder)
+    if args.json:
+        out.write(json.dumps(report, indent=1) + "\n")
+    else:
+        _table(report, out)
+    return 0
+
+
+def _table(report: dict[str, Any], out: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    cats = sorted({c for b in report["budgets"].values() for c in b["per_category"]})
+    table = Table(title=f"LoCoMo recall · embedder {report['embedder']} · "
+                  f"{report['questions']} questions · cl100k", title_justify="left")  # fmt: skip
+    for col in ("budget", "recall", *(f"{c} {CATEGORIES.get(int(c), '?')}" for c in cats),
+                "tokens mean", "max", "over", "p50 ms", "p95 ms"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for b, r in report["budgets"].items():
+        table.add_row(
+            b, f"{r['recall']:.3f}", *(f"{r['per_category'].get(c, 0):.3f}" for c in cats),
+            f"{r['tokens_mean']:.0f}", str(r["tokens_max"]), str(r["over_budget"]),
+            f"{r['latency_ms']['p50']:.1f}", f"{r['latency_ms']['p95']:.1f}",
+        )  # fmt: skip
+    console = Console(file=out, width=140)
+    console.print(table)
+    per = Table(title="per conversation (recall by budget)", title_justify="left")
+    per.add_column("file")
+    for b in report["budgets"]:
+        per.add_column(b, justify="right")
+    for name, c in report["conversations"].items():
+        per.add_row(name, *(f"{c['budgets'][b]['recall']:.3f}" for b in report["budgets"]))
+    console.print(per)
+    console.print(
+        f"unresolved evidence ids skipped: {report['unresolved_evidence']} · questions "
+        f"without usable evidence skipped: {report['questions_skipped']} · {report['seconds']} s"
+    )

@@ -1,0 +1,1 @@
+"""The pipeline: `ContextEngine` and its stages (plan, fetch, fit, assemble, render) and the receipt."""

@@ -1,0 +1,301 @@
+"""The assemble stage and the receipt: cache-stable order, the exact final count, the report.
+
+Static prefix → summary → history → dynamic tail → current message → goal
+restatement. The final count is taken on the assembled messages themselves; if
+token merges at the seams push it over the budget, the oldest history unit or the
+least important block goes until it fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._errors import BudgetError
+from ..budget._budget import Budget
+from ..budget._fit import JOIN, Decision
+from ..model._messages import Message
+from ..sources._templates import turn_context
+from ..tokens._frame import count_message
+from ._fit_stage import Layout
+from ._receipt import BlockReport, ContextReport, SectionReport, Status
+
+if TYPE_CHECKING:
+    from ._engine import ContextEngine
+
+__all__ = ["assemble", "warn_dropped", "write_receipt"]
+
+
+def assemble(
+    engine: ContextEngine,
+    lay: Layout,
+    current: Message,
+    limit: int,
+    t: dict[str, str],
+    report: ContextReport,
+) -> list[Message]:
+    """Put the pieces in cache-stable order; recount exactly and repair if over."""
+    counter, ov = engine.counter, engine.overhead
+    static_in = [d for d in lay.static_fit if d.status != "dropped"]
+    tail_in = [Decision(c, "included", c.text, c.tokens, "protected (P0)") for c in lay.tail_p0]
+    tail_in += [d for d in lay.tail_fit if d.status != "dropped"]
+    window = list(lay.window.messages)
+
+    def compose() -> list[Message]:
+        out: list[Message] = []
+        sys_parts = [engine.system_prompt] if engine.system_prompt else []
+        sys_parts += [c.text for c in lay.static_p0] + [d.text for d in static_in]
+        lay.breakpoints = []
+        if sys_parts:
+            out.append(Message.system(JOIN.join(sys_parts)))
+            lay.breakpoints.append(len(out) - 1)
+        if lay.summary_text:
+            out.append(Message.system(lay.summary_text))
+            lay.breakpoints.append(len(out) - 1)
+        out.extend(window)
+        if window:
+            lay.breakpoints.append(len(out) - 1)
+        context: Message | None = None
+        if tail_in:
+            text = turn_context(t, [d.text for d in tail_in], engine.retrieved_placement)
+            # Retrieved and user-derived text is quoted on the user side by
+            # default, not given system authority (docs/architecture.md).
+            context = (
+                Message.system(text)
+                if engine.retrieved_placement == "system"
+                else Message.user(text, metadata={"contextwright": "turn_context"})
+            )
+        if lay.step is None:
+            if context is not None:
+                out.append(context)
+            out.append(current)
+        else:
+            if not window:  # a request opens with a user turn
+                out.append(lay.step.lead)
+            out.extend(lay.step.messages)
+            if context is not None:  # after the tool results it goes with
+                out.append(context)
+        if lay.goal_in and lay.goal is not None:
+            out.append(lay.goal)
+        return out
+
+    # The window's messages are counted already (and cached); only the few
+    # composed messages around them need a count.
+    window_tokens = lay.window.tokens
+    window_ids = {id(m) for m in window}
+
+    def total_of(messages: list[Message]) -> int:
+        others = sum(count_message(counter, m, ov) for m in messages if id(m) not in window_ids)
+        return ov.reply_priming + window_tokens + others
+
+    messages = compose()
+    total = total_of(messages)
+    # Token merges at the seams can differ from the sum of the parts: repair
+    # until the exact total fits, least valuable first.
+    while total > limit:
+        droppable = [d for d in tail_in if d.candidate.block.priority > 0]
+        if window:
+            # the opener stays while a unit of its turn follows it
+            first = 1 if window[0] is lay.window.opener and len(window) > 1 else 0
+            k = first + 1
+            while k < len(window) and window[k].role == "tool":
+                k += 1
+            window_tokens -= sum(count_message(counter, m, ov) for m in window[first:k])
+            del window[first:k]
+            if first and window[1:] and window[1].role == "user":
+                window_tokens -= count_message(counter, window[0], ov)
+                del window[0]  # the next turn opens itself
+            k -= first
+            report.warnings.append(f"dropped {k} oldest history message(s) after the final count")
+        elif droppable:
+            worst = max(droppable, key=lambda d: (d.candidate.block.priority, d.candidate.order))
+            tail_in.remove(worst)
+            worst.status, worst.text, worst.tokens = "dropped", "", 0
+            worst.reason = "removed after the final count exceeded the budget"
+            report.warnings.append(
+                f"dropped block {worst.candidate.block.name} after the final count"
+            )
+        elif lay.goal_in:
+            lay.goal_in = False
+            report.warnings.append("dropped the goal restatement after the final count")
+        elif lay.summary_text:
+            lay.summary_text = None
+            report.warnings.append("dropped the summary after the final count")
+        else:
+            raise BudgetError(total, limit, [("assembled", total)])
+        messages = compose()
+        total = total_of(messages)
+    lay.window_messages = window
+    lay.window_tokens = window_tokens
+    report.used = total
+    return messages
+
+
+def warn_dropped(
+    engine: ContextEngine,
+    lay: Layout,
+    history: Sequence[Message],
+    limit: int,
+    report: ContextReport,
+) -> None:
+    """Warn when history was left out although the budget had room for more of it."""
+    win = lay.window
+    left = limit - report.used
+    dropped = len(history) - report.history_messages
+    if dropped <= 0 or win.next_cost is None or left < win.next_cost:
+        return
+    report.warnings.append(
+        f"history: {dropped} older message(s) left out while {left} tokens of the "
+        f"budget were unused (the next older unit needs {win.next_cost}; "
+        f"window stopped at: {win.stopped})"
+    )
+
+
+def write_receipt(
+    engine: ContextEngine, lay: Layout, messages: list[Message], history: Sequence[Message], current: Message,
+    summary: str | None, bud: Budget, report: ContextReport,
+) -> None:  # fmt: skip
+    counter, ov = engine.counter, engine.overhead
+    lines: list[BlockReport] = []
+    if engine.system_prompt:
+        lines.append(
+            BlockReport(
+                "system_prompt",
+                "engine",
+                "system",
+                0,
+                "included",
+                engine._msg_cost(engine.system_prompt),
+                "protected",
+            )
+        )
+    for c in lay.static_p0:
+        lines.append(
+            BlockReport(
+                c.block.name,
+                c.source,
+                "system",
+                c.block.priority,
+                "included",
+                c.tokens,
+                "protected (P0, static)",
+                c.cached,
+                None,
+                c.fetch_ms,
+            )
+        )
+    if summary:
+        got = engine._msg_cost(lay.summary_text) if lay.summary_text else 0
+        status: Status = (
+            "dropped"
+            if not lay.summary_text
+            else "included"
+            if got >= lay.summary_full
+            else "truncated"
+        )
+        why = {
+            "dropped": "no room left",
+            "included": "fits",
+            "truncated": f"cut from {lay.summary_full} tokens",
+        }[status]
+        lines.append(
+            BlockReport(
+                "summary",
+                "summary",
+                "summary",
+                1,
+                status,
+                got,
+                why,
+                False,
+                lay.summary_full if status == "truncated" else None,
+            )
+        )
+    for d in (
+        lay.static_fit
+        + [Decision(c, "included", c.text, c.tokens, "protected (P0)") for c in lay.tail_p0]
+        + lay.tail_fit
+    ):
+        c = d.candidate
+        lines.append(BlockReport(
+            c.block.name, c.source, "system" if c.block.static else "retrieved", c.block.priority,
+            d.status, d.tokens, d.reason, c.cached, c.tokens if d.status == "truncated" else None, c.fetch_ms,
+        ))  # fmt: skip
+    window, win = lay.window_messages, lay.window
+    hist_tokens = lay.window_tokens
+    opener = win.opener
+    placeholder = bool(window) and window[0] is opener and not win.opener_verbatim
+    kept = len(window) - placeholder
+    if history:
+        h_status: Status = (
+            "included" if kept == len(history) else "truncated" if kept else "dropped"
+        )
+        reason = f"{kept} of {len(history)} messages; window stopped at: {win.stopped}"
+        if placeholder:
+            reason += "; the turn's opening message is a placeholder"
+        if win.broken:
+            reason += f"; skipped {len(win.broken)} broken unit(s): {win.broken[0][1]}"
+        lines.append(BlockReport("history", "history", "recent", 1, h_status, hist_tokens, reason))
+    if lay.step is None:
+        cur = count_message(counter, current, ov)
+        lines.append(
+            BlockReport(
+                "current_message",
+                "input",
+                "input",
+                0,
+                "included",
+                cur,
+                "protected: always present",
+            )
+        )
+    else:
+        lead = lay.step.lead_cost if not window else 0
+        cur = lay.step.cost + lead
+        lines.append(BlockReport(
+            "current_step", "input", "input", 0, "included", cur,
+            f"protected: the newest tool step ({len(lay.step.messages)} messages)"
+            + (", after a placeholder of its turn's opening message" if lead else ""),
+        ))  # fmt: skip
+    goal = count_message(counter, lay.goal, ov) if lay.goal is not None and lay.goal_in else 0
+    if engine.restate_goal:
+        lines.append(
+            BlockReport(
+                "current_goal",
+                "engine",
+                "input",
+                1,
+                "included" if goal else "dropped",
+                goal,
+                "instruction pinning" if goal else "no room left",
+            )
+        )
+    report.blocks[:0] = lines[:1] if engine.system_prompt else []
+    report.blocks.extend(lines[1:] if engine.system_prompt else lines)
+    report.protected_tokens = lay.protected
+    report.warnings.extend(lay.warnings)
+    report.history_messages = kept
+    report.history_units = win.units
+    report.history_total = len(history)
+    report.history_considered = len(history) - win.considered_end
+    report.history_shortened = win.shortened
+    report.history_stopped = win.stopped
+    # per-section tokens, read off the assembled messages
+    first_sys = (
+        1
+        if lay.breakpoints
+        and messages[0].role == "system"
+        and (engine.system_prompt or lay.static_p0 or lay.static_fit)
+        else 0
+    )
+    used = {
+        "system": count_message(counter, messages[0], ov) if first_sys else 0,
+        "summary": engine._msg_cost(lay.summary_text) if lay.summary_text else 0,
+        "recent": hist_tokens,
+        "input": cur + goal + ov.reply_priming,
+    }
+    used["retrieved"] = report.used - sum(used.values())
+    weights = bud.weights()
+    for name in ("system", "summary", "retrieved", "recent", "input"):
+        allotted = lay.grant.get(name, 0) + lay.protected_by.get(name, 0)
+        report.sections[name] = SectionReport(round(weights[name], 4), allotted, used[name])

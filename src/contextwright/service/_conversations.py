@@ -1,0 +1,640 @@
+"""Stateful mode: conversations kept in a store, built against by id.
+
+`Conversations` puts a `ContextEngine` on top of a `Store`. Messages are appended
+once, with a sequence number and their prompt cost; each build reads only what is
+new since the last one, so a turn costs the same in a conversation of 100 messages
+and of 100,000:
+
+* an in-process *tail* per conversation holds the newest messages after the
+  summary boundary, enough to fill the largest window; a build asks the store
+  for messages after the tail's last sequence number (usually none or one) and
+  never re-reads the thread;
+* the running token total and the stored per-message counts answer "how big is
+  the live conversation" without counting anything again;
+* large tool results are compressed for the prompt when they are appended, the
+  original offloaded to working memory behind a read-back pointer
+  (`ToolResultCompressor`); the stored message itself stays verbatim.
+
+Summaries are incremental (previous summary + the messages since it) and are
+made in the background: a build never waits for one unless the conversation is
+over the hard compaction threshold. A routine summary covers what has left the
+window; `compact` (soft: background, hard: before the build returns; docs/design-notes.md,
+Compaction) keeps only the last N messages out of it. Nothing is ever deleted: the
+summary replaces old messages in the prompt only, every version is kept, and
+the originals stay searchable — the recall source brings exact old turns back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from typing import Any, TypeVar
+
+from .._errors import ConfigError, InvalidMessageError
+from ..budget._budget import Budget
+from ..history import (
+    CompactionCheck,
+    CompactionConfig,
+    CompactionResult,
+    RankWeights,
+    RecallSource,
+    RuleSummarizer,
+    Summarizer,
+    ToolResultCompressor,
+    TurnRanker,
+    readback_page,
+)
+from ..model._messages import Message
+from ..pipeline._engine import ContextEngine
+from ..pipeline._receipt import BuiltContext
+from ..stores import (
+    AsyncStore,
+    CompactionEntry,
+    Job,
+    Jobs,
+    MemoryJobs,
+    SQLiteJobs,
+    SQLiteStore,
+    Store,
+    Summary,
+)
+from ..stores._runner import JobRunner
+from ._compact import SUMMARISE, Compactor, MemoryFlush
+from ._live import can_cut, live_check, window_allowance
+from ._store_calls import StoreCalls
+from ._sync import SyncLoop, no_running_loop, sync_list, sync_twin
+from ._tail import Tail, TailCache
+from ._tail_sync import TailKeeper
+from ._write_path import Offload, Writes
+
+__all__ = ["Conversations", "MemoryFlush"]
+
+T = TypeVar("T")
+
+
+class Conversations:
+    """Conversations persisted in ``store`` and built with ``engine``.
+
+    ``store`` is a `Store` (or a path for an `SQLiteStore`). ``summarizer`` defaults
+    to the rule summariser; ``memory_flush`` runs on messages about to be
+    summarised away. ``window_tokens`` bounds the in-process tail (default: the
+    engine's budget).
+
+    ``max_cached_conversations`` bounds the conversations whose tail is kept in
+    process (least recently used evicted first; default 1,024): memory stays flat
+    however many conversations one process serves. A tail holds up to twice the
+    window, typically tens of kilobytes; an evicted conversation's next build
+    reads it from the store again (one cold start) and builds the same context.
+    `cache_sizes` says what is held. The other per-conversation caches are bounded
+    too: recall's turn indexes (`RecallSource.max_conversations`), the engine's
+    window memos and shortened messages.
+
+    Background summaries are durable jobs in ``jobs`` (default: the `SQLiteStore`'s
+    own queue, `MemoryJobs` for another store), run on one background thread, or
+    at once on the caller's loop with ``inline_jobs`` (the CLI, tests); a job of
+    a process that died is taken over after its lease (`JobRunner`). `jobs` lists
+    them, failed ones with their error.
+
+    Call `close` when done. At interpreter exit, background summaries still
+    running get a few seconds; one cut short is taken over later.
+    """
+
+    def __init__(
+        self,
+        engine: ContextEngine,
+        store: Store | str | None = None,
+        *,
+        compaction: CompactionConfig | None = None,
+        summarizer: Summarizer | None = None,
+        compressor: ToolResultCompressor | None = None,
+        memory_flush: MemoryFlush | None = None,
+        window_tokens: int | None = None,
+        recall: bool = True,
+        clock: Callable[[], float] = time.time,
+        max_cached_conversations: int = 1024,
+        cache_bytes: int = 64 << 20,
+        jobs: Jobs | None = None,
+        inline_jobs: bool = False,
+        job_lease: float = 30.0,
+    ) -> None:
+        if (
+            isinstance(max_cached_conversations, bool)
+            or not isinstance(max_cached_conversations, int)
+            or max_cached_conversations < 1
+        ):
+            raise ConfigError(
+                "max_cached_conversations must be a positive integer, "
+                f"got {max_cached_conversations!r}"
+            )
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 1:
+            raise ConfigError(f"cache_bytes must be a positive integer, got {cache_bytes!r}")
+        if store is None or isinstance(store, str):
+            store = SQLiteStore(store or ":memory:")
+        self.engine = engine
+        self.store: Store = store
+        self.db: AsyncStore = StoreCalls(store, self._inline)
+        self.compaction = compaction or CompactionConfig()
+        self.summarizer = summarizer or RuleSummarizer(engine.counter)
+        self.compressor = compressor or ToolResultCompressor(engine.counter)
+        self.memory_flush = memory_flush
+        budget = engine.budget.input_tokens if engine.budget is not None else None
+        self.window_tokens = window_tokens or budget or 32_000
+        self.clock = clock
+        self._sync = SyncLoop()  # the sync API's private loop
+        self._writes = Writes(self)
+        cache = TailCache(max_cached_conversations, self._busy, cache_bytes)
+        self._keeper = TailKeeper(self, cache)
+        if jobs is None:
+            jobs = (
+                SQLiteJobs(store, run=self.db._run)
+                if isinstance(store, SQLiteStore)
+                else MemoryJobs()
+            )
+        self._compactor = Compactor(self)
+        self._runner = JobRunner(
+            jobs, {SUMMARISE: self._compactor.run_job}, inline=inline_jobs, lease=job_lease
+        )
+        self._runner.start()  # takes over what dead workers left
+        # The stateful default recalls sparingly, so that a turn stays cheap however
+        # long the conversation: a few dozen full-text hits, no second (feedback)
+        # search, and only the rarest terms, up to 200 postings in all (BM25 scores
+        # every match: common words made the search grow with the conversation;
+        # on LoCoMo's old evidence turns, 568 of 1,079 come back with 200, 570
+        # with every term, 561 with 100: `bench_recall_default.py`). The memory-QA configuration
+        # (`RecallSource.for_memory_qa`) spends more.
+        cheap = TurnRanker(RankWeights(feedback_weight=0.0))
+        recall_source = RecallSource(
+            store=self.db, search_limit=32, ranker=cheap, match_budget=200,
+            counter=engine.counter,
+        )  # fmt: skip
+        self._extra = [recall_source] if recall else []
+        self._recall = recall_source if recall else None
+        self._indexing: set[tuple[str, str]] = set()  # conversations with an index job pending
+
+    def _busy(self, key: tuple[str, str]) -> bool:
+        """Whether a background summary of the conversation is under way (its tail stays)."""
+        return self._compactor.busy(key)
+
+    @property
+    def _tails(self) -> TailCache:
+        return self._keeper.cache
+
+    def cache_sizes(self) -> dict[str, int]:
+        """How many conversations each in-process cache holds now (all bounded).
+
+        ``tails`` (at most ``max_cached_conversations``, plus any with a background
+        summary under way), ``tail_bytes`` (their approximate memory, kept under
+        ``cache_bytes`` but for the tail in use), ``recall_indexes`` (at most the
+        recall source's ``max_conversations``), ``window_memos`` (the engine's),
+        ``jobs`` (background jobs this process enqueued that have not run yet, and
+        local work under way).
+        """
+        return {
+            "tails": len(self._tails),
+            "tail_bytes": self._tails.bytes,
+            "recall_indexes": len(self._recall._indexes) if self._recall is not None else 0,
+            "window_memos": len(self.engine._memos),
+            "jobs": self._runner.pending(),
+        }
+
+    def drop_caches(self) -> None:
+        """Forget every in-process cache now: tails, recall's turn indexes, the engine's
+        window walks and shortened copies.
+
+        Safe at any moment, during a build or a background summary too: what is
+        under way keeps the copy it holds, and the next call reads what it needs from
+        the store again. Dropping them never changes what a build returns; it only
+        costs the next build of each conversation a cold start. (The engine's block
+        cache is not an accelerator but a cache with its own expiry: see
+        `ContextEngine.invalidate`.)
+        """
+        self._tails.clear()
+        if self._recall is not None:
+            self._recall.drop_indexes()
+        self.engine.drop_caches()
+
+    def _inline(self) -> bool:
+        """Whether this runs on the sync API's private loop (store calls run inline there)."""
+        return self._sync.is_running_here()
+
+    # -- the parts (`Writes`, `TailKeeper`), as the compactor and the benchmarks see them --
+
+    async def _tail(self, conversation: str, tenant: str, user: str) -> Tail:
+        """The conversation's tail, up to date, for ``user`` only (`TailKeeper.tail`)."""
+        return await self._keeper.tail(conversation, tenant, user)
+
+    async def _owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None:
+        await self._keeper.owned(tail, conversation, tenant, user)
+
+    def _apply_summary(self, tail: Tail, summary: Summary, written: int | None = None) -> None:
+        self._keeper.apply_summary(tail, summary, written)
+
+    def _view(self, message: Message) -> tuple[Message, Sequence[Offload]]:
+        return self._writes.view(message)
+
+    def _store_counts(
+        self, conversation: str, tenant: str, messages: Sequence[Message],
+        views: Sequence[tuple[Message, Sequence[Offload]]], tokens: Sequence[int],
+    ) -> int | None:  # fmt: skip
+        return self._writes.store_counts(conversation, tenant, messages, views, tokens)
+
+    def _save_compaction(
+        self, summary: Summary, entry: CompactionEntry, tenant: str
+    ) -> tuple[Summary, int | None]:
+        return self._writes.save_compaction(summary, entry, tenant)
+
+    # -- writing ---------------------------------------------------------------------
+
+    async def append(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+    ) -> list[Message]:
+        """Store ``messages`` (oldest first); returns them with their sequence numbers."""
+        return await self._append(conversation, messages, tenant, user, index_later=True)
+
+    async def _append(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        tenant: str,
+        user: str,
+        *,
+        index_later: bool,
+    ) -> list[Message]:
+        """`append`; ``index_later`` brings recall's turn index up to date in the
+        background (see `_index_later`): not for a build's own message, whose turn
+        is still being built."""
+        stored = await self._writes.write(conversation, messages, tenant, user)
+        if len(stored) >= self.compaction.summary_message_threshold:
+            await self._summarise_if_due(conversation, tenant, user)
+        elif index_later:
+            self._index_later(conversation, tenant)
+        return stored
+
+    def _index_later(self, conversation: str, tenant: str) -> None:
+        """Index the conversation's new turns for recall on the background thread.
+
+        An append that is not a build's own message (the assistant's reply, a tool
+        result) usually ends a turn: the conversation waits for the user. The turns
+        stored since recall last looked are indexed then, so that the next build
+        finds its index up to date instead of indexing them on its own time (about
+        a tenth of a default build at 10,000 messages). Only a conversation whose
+        index is in memory and at most a few turns behind is caught up (see
+        `RecallSource.catch_up`); one job per conversation is pending at a time.
+        A build that comes first indexes what is missing itself, as before.
+        """
+        recall = self._recall
+        key = (tenant, conversation)
+        if recall is None or key in self._indexing or not recall.has_index(conversation, tenant):
+            return
+        self._indexing.add(key)
+
+        async def job() -> None:
+            self._indexing.discard(key)  # an append from now on schedules another
+            tail = self._tails.get(key)
+            recent = tail.snapshot()[0] if tail is not None else []
+            await recall.catch_up(conversation, tenant, recent)
+
+        self._runner.submit(job())
+
+    async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
+        """After a bulk write: summarise what is outside the window now, in the
+        background, so that the first build does not have to. Below the summary
+        triggers too if the tail could not hold all that is not summarised: a bulk
+        import leaves those messages uncounted, for this summary to cover."""
+        tail = await self._tail(conversation, tenant, user)
+        with tail.lock:
+            past_tail = tail.last_seq - tail.boundary > len(tail.messages)
+        if past_tail or self._check(tail, None).summary_due:
+            await self._schedule(conversation, tenant, user, routine=True)
+
+    async def import_messages(
+        self,
+        conversation: str,
+        messages: Iterable[Message],
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        batch_size: int = 1000,
+        progress: Callable[[int], object] | None = None,
+        optimize_index: bool = False,
+    ) -> list[Message]:
+        """Append a long history (oldest first) in batches; returns the stored messages.
+
+        Each batch of ``batch_size`` is one transaction, as `append` of it would
+        be, and ``progress`` is called with the number of messages after each.
+        Unlike a loop of `append` calls, the summary of what lies outside the
+        window is scheduled once, at the end, instead of after every batch while
+        the next one is being written. A failure leaves the batches before it
+        stored; importing the same messages (same ids) again skips those.
+
+        An import of more than one batch stores its messages without token counts
+        or tool-result views, then counts the newest ones that fill the tail (twice
+        the window) and stores those counts and read-back keys in one more
+        transaction (`_settle`). The rest is what the summary scheduled at the end
+        covers; it is never sent, and counting and viewing it was about half the
+        import's time. Those
+        messages stay uncounted in the store: they are not in ``token_total``, and
+        anything that needs their count later (a cold start that finds them in
+        its tail, a compaction that keeps them) counts them then. Nothing is lost:
+        they are stored, searchable and summarised like any other.
+        ``optimize_index`` then indexes what was stored for full-text search and
+        merges the index (`SQLiteStore.optimize_search_index`: the whole file's,
+        so for large imports; the CLI's ``import`` does it). Without it the
+        messages are indexed when the conversation is first searched
+        (`Store.search`; recall keeps its own index in process).
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if isinstance(messages, Message):
+            raise InvalidMessageError("messages", "must be an iterable of Message, got one Message")
+        stored = await self._writes.import_batches(
+            conversation, messages, tenant, user, batch_size, progress
+        )
+        optimize = getattr(self.store, "optimize_search_index", None)
+        if stored and optimize_index and optimize is not None:
+            await self.db._run(optimize)
+        if stored:
+            await self._summarise_if_due(conversation, tenant, user)
+        return stored
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def build(
+        self,
+        /,
+        conversation: str,
+        message: str | Message | None,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        budget: Budget | int | None = None,
+        store_message: bool = True,
+        **kw: Any,
+    ) -> BuiltContext:
+        """Build the context for a new user ``message`` in ``conversation``.
+
+        The message is stored (``store_message``) once the context is built, so a
+        call that raises — a bad message or budget, a protected zone that does not
+        fit — stores nothing and may simply be retried. Extra keywords go to
+        `ContextEngine.build` (state, locale, provider…). With ``message`` None, or
+        a tool-role message (stored first, whatever ``store_message`` says, as it
+        belongs to the history), the build is the agent's next step after the
+        stored tool results (see `ContextEngine.build`).
+
+        A first build that would leave out history no summary covers yet
+        summarises it before it returns, as a conversation over its hard threshold
+        is compacted; later summaries are made in the background.
+
+        A conversation belongs to the user who first wrote to it: a build by anyone
+        else raises `InvalidMessageError` (``user``), with ``store_message=False``
+        too, and nothing of the conversation is read or written for them.
+        """
+        # Everything that can be checked before the build is, before anything is
+        # written (a compaction below writes a summary).
+        current, _ = self.engine._precheck(
+            message, budget, tenant=tenant, user=user, conversation=conversation
+        )
+        if isinstance(message, Message) and message.role == "tool":
+            # refused before it is stored unless it completes the last tool call
+            owned = await self._tail(conversation, tenant, user)
+            self.engine._next_step(message, owned.snapshot()[0])
+            await self._append(conversation, [message], tenant, user, index_later=False)
+        tail = await self._tail(conversation, tenant, user)
+        urgency = self._check(tail, budget)
+        compacted: CompactionResult | None = None
+        running = self._compactor.running((tenant, conversation))
+        # nothing summarised yet, the window cannot hold what is there, and a summary
+        # could cut something (decided from the stored messages alone, so that an
+        # evicted or restarted tail decides the same: no per-process "tried" flag)
+        first = urgency.summary_due and tail.summary is None and self._can_cut(tail)
+        if (urgency.urgency in ("hard", "emergency") or first) and running is not None:
+            await asyncio.wrap_future(running)  # the same work is already under way
+            urgency = self._check(tail, budget)
+            first = first and urgency.summary_due and tail.summary is None
+        if urgency.urgency in ("hard", "emergency"):
+            compacted = await self._compact(conversation, tenant, user, tail, urgency, wait=True)
+        elif first:
+            compacted = await self._compact(
+                conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
+            )  # fmt: skip
+            urgency = self._check(tail, budget)
+        history, turns, summary_rec, seen = tail.snapshot()
+        summary = summary_rec.content if summary_rec else None
+        built = await self.engine.build(
+            current, history=history, budget=budget, summary=summary, tenant=tenant,
+            user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
+        )  # fmt: skip
+        await self._owned(tail, conversation, tenant, user)  # made by another meanwhile?
+        # Stored only now: a build that raised (its protected zone, with the P0
+        # blocks the sources fetched, over the budget; a bad keyword) must leave
+        # nothing behind, or a retry would store the message twice.
+        if store_message and current is not None:
+            await self._append(conversation, [current], tenant, user, index_later=False)
+        built.report.last_seq = seen
+        built.report.compaction = {
+            "urgency": urgency.urgency,
+            "live_tokens": urgency.current_tokens,
+        }
+        if compacted is not None:
+            built.report.compaction.update(
+                performed=compacted.applied, strategies=list(compacted.strategies),
+                tokens_before=compacted.tokens_before_compaction,
+                tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
+            )  # fmt: skip
+        if urgency.summary_due or urgency.urgency == "soft":
+            await self._schedule(conversation, tenant, user, routine=urgency.urgency == "none")
+        return built
+
+    def _can_cut(self, tail: Tail) -> bool:
+        return can_cut(tail, self.compaction.keep_recent_messages)
+
+    def _check(self, tail: Tail, budget: Budget | int | None) -> CompactionCheck:
+        return live_check(self.compaction, tail, self._window_allowance(budget))
+
+    def _window_allowance(self, budget: Budget | int | None) -> int:
+        return window_allowance(self.engine.budget, self.window_tokens, budget)
+
+    async def check(
+        self,
+        conversation: str,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        budget: Budget | int | None = None,
+    ) -> CompactionCheck:
+        """How big the live conversation is and whether it is due a summary (``user``'s only)."""
+        return self._check(await self._tail(conversation, tenant, user), budget)
+
+    async def read_back(
+        self,
+        conversation: str,
+        key: str,
+        page: int = 1,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+    ) -> str:
+        """The read-back tool's answer: a page of an offloaded tool result.
+
+        Only for the conversation's owner, as every method here: ``user`` defaults
+        to ``"anonymous"`` like `build` and `append`; anyone else gets
+        `InvalidMessageError` (``user``).
+        """
+        tail = await self._tail(conversation, tenant, user)
+        item = await self.db.get_working(conversation, key, tenant=tenant)
+        await self._owned(tail, conversation, tenant, user)
+        if item is None:
+            return f"[nothing stored under {key!r}: it may have expired]"
+        return readback_page(item.content, page, self.engine.counter)
+
+    async def messages(
+        self,
+        conversation: str,
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+        after_seq: int = 0,
+        page_size: int = 500,
+    ) -> AsyncIterator[Message]:
+        """The stored originals of ``conversation``, oldest first, with their ``seq``.
+
+        What was stored, byte for byte: tool results in full (the prompt shows large
+        ones compressed), summarised messages too (compaction never deletes). Read
+        from the store in pages of ``page_size``, so a long conversation is never
+        held whole; ``after_seq`` starts after that sequence number. Only for the
+        conversation's owner (`InvalidMessageError`, ``user``, for anyone else); a
+        conversation that does not exist yields nothing.
+        """
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+            raise InvalidMessageError("after_seq", f"must be an integer >= 0, got {after_seq!r}")
+        if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
+            raise ConfigError(f"page_size must be a positive integer, got {page_size!r}")
+        tail = await self._tail(conversation, tenant, user)
+        await self._owned(tail, conversation, tenant, user)
+        seq = after_seq
+        while True:
+            page = await self.db.read(conversation, tenant=tenant, after_seq=seq, limit=page_size)
+            for m in page:
+                yield m
+            if len(page) < page_size:
+                return
+            last = page[-1].seq
+            assert last is not None  # stored messages carry their seq
+            seq = last
+
+    async def wait_idle(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> None:
+        """Wait until every background job this process enqueued has run (tests, shutdown).
+
+        ``all_jobs``: until the queue holds no pending or running job at all, other
+        processes' and dead workers' included (this process takes those over when
+        their lease runs out).
+        """
+        if all_jobs:
+            await self._runner.wait_all(timeout)
+        else:
+            await self._runner.wait_idle(timeout)
+
+    async def jobs(self, *, tenant: str | None = None, state: str | None = None) -> list[Job]:
+        """The background jobs in the queue: pending, running, and ``failed`` ones with their error."""
+        return await self._runner.jobs.jobs(tenant=tenant, state=state)
+
+    # -- compaction (`Compactor`) ------------------------------------------------------------
+
+    async def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
+        await self._compactor.schedule(conversation, tenant, user, routine=routine)
+
+    async def _compact(
+        self, conversation: str, tenant: str, user: str, tail: Tail,
+        urgency: CompactionCheck | None, **kw: Any,
+    ) -> CompactionResult:  # fmt: skip
+        return await self._compactor._compact(conversation, tenant, user, tail, urgency, **kw)
+
+    async def compact(
+        self, conversation: str, *, tenant: str = "default", user: str = "anonymous",
+        preview: bool = False, force: bool = True,
+    ) -> CompactionResult:  # fmt: skip
+        """Compact now (``preview``: compute without writing). ``force`` summarises even under the soft threshold.
+
+        Only the conversation's owner may, a preview too: anyone else gets
+        `InvalidMessageError` (``user``) before anything is read or written.
+        """
+        return await self._compactor.compact(
+            conversation, tenant=tenant, user=user, preview=preview, force=force
+        )
+
+    # -- sync facade ---------------------------------------------------------------------
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the sync API's private loop."""
+        return self._sync.run(coro)
+
+    def append_sync(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        *,
+        tenant: str = "default",
+        user: str = "anonymous",
+    ) -> list[Message]:
+        """`append` for code without an event loop.
+
+        The batch goes straight to the store on the caller's thread (the store is
+        thread-safe), skipping the event loop and the worker-thread hop: that hop
+        was most of a small append's cost, and a bulk batch spent a quarter of its
+        time waiting for it. A bulk batch then brings the tail up to date and
+        schedules its background summary, as `append` does.
+        """
+        if isinstance(messages, Message):
+            messages = [messages]
+        bulk = len(messages) >= self.compaction.summary_message_threshold
+        if bulk:
+            no_running_loop()
+        writes = self._writes
+        batch, views, tokens = writes.prepare(messages)
+        stored, written = writes.store_batch(conversation, batch, views, tokens, tenant, user)
+        self._keeper.grow(conversation, tenant, user, stored, views, tokens, written=written)
+        if bulk and len(stored) >= self.compaction.summary_message_threshold:
+            self._sync.run(self._summarise_if_due(conversation, tenant, user))
+        else:
+            self._index_later(conversation, tenant)
+        return stored
+
+    import_sync = sync_twin(import_messages)
+    build_sync = sync_twin(build)
+    compact_sync = sync_twin(compact)
+    check_sync = sync_twin(check)
+    read_back_sync = sync_twin(read_back)
+    messages_sync = sync_list(messages)
+    jobs_sync = sync_twin(jobs)
+    wait_idle_sync = sync_twin(wait_idle)
+
+    def close(self) -> None:
+        """Let background jobs finish (up to 10 s), stop the background thread,
+        and close the store. Also at the end of a ``with`` or ``async with`` block."""
+        self._runner.close(10.0)
+        self._sync.close()
+        close = getattr(self.store, "close", None)
+        if callable(close):
+            close()
+
+    async def aclose(self) -> None:
+        """`close` without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Conversations:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Conversations:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,1 @@
+"""One text toolkit: terms in any language (CJK included), lexical scores, vector maths, fusion, chunking."""

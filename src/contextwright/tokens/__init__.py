@@ -1,0 +1,1 @@
+"""Tokens: the `TokenCounter` protocol, exact counters, the CJK-aware estimate, truncation."""
