@@ -16,22 +16,13 @@ extraction and Block cache) as soon as a new memory is saved, so the next turn s
 * A `JobRunner` — one background thread, or ``inline`` on the caller's thread
   (the CLI, tests) — claims the jobs in order (so an update is normally written
   after the fact it updates), runs the extractor (rules by default, or an
-  `LLMExtractor`) and merges, cheaply and before any further model call:
-
-  1. exact duplicates within the batch are folded together (`dedupe_key`: NFKC so
-     full width equals half width, case, punctuation and whitespace ignored);
-  2. a keyed item ("age", "employer", …) is compared with the live memory of that
-     scope, category and key: the same statement again is a duplicate; a different
-     one is written with the key, and the store *supersedes* the old memory in the
-     same transaction (it stays in ``history``);
-  3. an unkeyed item that the store's ``find_similar`` finds at or above
-     ``dedupe_threshold`` is a duplicate.
-
-  A duplicate is not written again; if it now comes with a higher importance, the
-  stored memory's importance is raised to it (restating a fact never makes it less
-  important). So a job run twice (its worker died after writing, before the job
-  was marked done) writes nothing twice. Each batch that changed the store calls
-  ``on_write(scope)`` once.
+  `LLMExtractor`) and merges, cheaply and before any further model call
+  (``_memory_merge.py``): exact duplicates in the batch are folded, a keyed fact
+  with a new value supersedes the old one, and what the store knows already (the
+  same statement, or a near duplicate by ``dedupe_threshold``) is not written
+  again (its importance may be raised). So a job run twice (its worker died after
+  writing, before the job was marked done) writes nothing twice. Each batch that
+  changed the store calls ``on_write(scope)`` once.
 * `flush` has the `MemoryFlush` signature of `Conversations` (``memory_flush=``):
   compaction calls it with the messages about to be summarised away, it jumps the
   queue, and the caller awaits the number of memories written. It is not a job
@@ -70,21 +61,22 @@ import json
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError, InvalidMessageError, StoreError, UserError
 from ..llm import describe_error
-from ..memory._extract import Extracted, Extractor, RuleExtractor, dedupe_key
+from ..memory._extract import Extractor, RuleExtractor
 from ..model._messages import Message
 from ..stores._cache import user_memory_tag
 from ..stores._jobs import Job, Jobs, MemoryJobs
-from ..stores._memory import Memory, MemoryHit, Scope
+from ..stores._memory import Scope
 from ..stores._runner import JobRunner, block_on
 from ..stores._shutdown import at_shutdown
 from ..stores.sqlite._jobs import SQLiteJobs
 from ..stores.sqlite._store import SQLiteStore
+from ._memory_merge import MemoryWriterStore, merge
 
 __all__ = [
     "MEMORY",
@@ -107,40 +99,6 @@ _open_writers: weakref.WeakSet[MemoryWriter] = weakref.WeakSet()
 def _close_open_writers() -> None:
     for writer in list(_open_writers):
         writer._close_at_exit()
-
-
-@runtime_checkable
-class MemoryWriterStore(Protocol):
-    """What the writer needs from a memory store (`SQLiteMemoryStore` has it all)."""
-
-    def add(
-        self,
-        scope: Scope,
-        content: str,
-        *,
-        category: str = "fact",
-        importance: int = 50,
-        key: str | None = None,
-        source_message_ids: Sequence[str] = (),
-        meta: Mapping[str, Any] | None = None,
-        embedding: Any = None,
-    ) -> Memory: ...
-
-    def find_similar(
-        self,
-        scope: Scope,
-        content: str,
-        *,
-        category: str | None = None,
-        threshold: float = 0.85,
-        limit: int = 5,
-    ) -> Sequence[MemoryHit]: ...
-
-    def history(
-        self, scope: Scope, key: str | None = None, category: str | None = None
-    ) -> Sequence[Memory]: ...
-
-    def update_importance(self, scope: Scope, id: str, importance: int) -> Memory | None: ...
 
 
 @runtime_checkable
@@ -309,15 +267,20 @@ class MemoryWriter:
             raise InvalidMessageError("messages", "must be a sequence of Message")
         for i, m in enumerate(messages):
             if not isinstance(m, Message):
-                raise InvalidMessageError(f"messages[{i}]", f"must be a Message, got {type(m).__name__}")
+                raise InvalidMessageError(
+                    f"messages[{i}]", f"must be a Message, got {type(m).__name__}"
+                )
         if conversation is not None and (not isinstance(conversation, str) or not conversation):
             raise ConfigError(f"conversation must be a non-empty string, got {conversation!r}")
         batch: Sequence[Message] = messages
         payload: dict[str, Any] = {
             "user": scope.user, "namespace": scope.namespace, "conversation": conversation,
         }  # fmt: skip
-        if conversation is not None and self.log is not None and batch and all(
-            m.seq is not None for m in batch
+        if (
+            conversation is not None
+            and self.log is not None
+            and batch
+            and all(m.seq is not None for m in batch)
         ):
             payload["seqs"] = [m.seq for m in batch]
         else:
@@ -353,7 +316,9 @@ class MemoryWriter:
         wait = runner.wait_all(timeout) if all_jobs else runner.wait_idle(timeout)
         return block_on(wait, self._loop)
 
-    async def wait_idle_async(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> bool:
+    async def wait_idle_async(
+        self, timeout: float | None = 30.0, *, all_jobs: bool = False
+    ) -> bool:
         if all_jobs:
             return await self._runner.wait_all(timeout)
         return await self._runner.wait_idle(timeout)
@@ -470,13 +435,19 @@ class MemoryWriter:
         flush); the number written. A failure is counted and raised."""
         try:
             items = await self.extractor.extract(messages, locale=self.locale)
-            written, changed = self._merge(scope, items)
+            done = merge(
+                self.store, scope, items, threshold=self.dedupe_threshold,
+                extractor=self.extractor.name,
+            )  # fmt: skip
         except Exception as exc:
             self._failed(exc, scope, last)
             raise
         with self._lock:
-            self._count(processed=1)
-        if changed and self.on_write is not None:
+            self._count(
+                processed=1, extracted=len(items), written=done.written,
+                superseded=done.superseded, deduplicated=done.deduplicated,
+            )  # fmt: skip
+        if done.changed and self.on_write is not None:
             try:
                 self.on_write(scope)
             except Exception as exc:  # a failing callback must not lose the written memories
@@ -485,73 +456,4 @@ class MemoryWriter:
                         self._stats, last_error=f"on_write: {describe_error(exc)}"
                     )
                 log.warning("memory writer on_write failed: %s", describe_error(exc))
-        return written
-
-    def _merge(self, scope: Scope, items: Sequence[Extracted]) -> tuple[int, bool]:
-        """Write what is new; returns (memories written, whether the store changed)."""
-        batch: dict[str, Extracted] = {}
-        folded_away = 0
-        for item in items:
-            fold = dedupe_key(item.content)
-            if not fold:
-                continue
-            seen = batch.get(fold)
-            if seen is None:
-                batch[fold] = item
-                continue
-            folded_away += 1
-            ids = (
-                *seen.source_message_ids,
-                *(i for i in item.source_message_ids if i not in seen.source_message_ids),
-            )
-            batch[fold] = replace(
-                seen, importance=max(seen.importance, item.importance), source_message_ids=ids
-            )
-        written = superseded = duplicates = 0
-        changed = False
-        for fold, item in batch.items():
-            live = self._live_keyed(scope, item) if item.key is not None else []
-            known = self._known(scope, item, fold, live)
-            if known is None:
-                self.store.add(
-                    scope, item.content, category=item.category, importance=item.importance,
-                    key=item.key, source_message_ids=item.source_message_ids,
-                    meta={"extractor": self.extractor.name, "confidence": item.confidence},
-                )  # fmt: skip
-                written += 1
-                superseded += bool(live)  # the store superseded the live memory of the key
-                changed = True
-                continue
-            duplicates += 1
-            if item.importance > known.importance and known.id:
-                self.store.update_importance(scope, known.id, item.importance)
-                changed = True
-        with self._lock:
-            self._count(
-                extracted=len(items), written=written, superseded=superseded,
-                deduplicated=duplicates + folded_away,
-            )  # fmt: skip
-        return written, changed
-
-    def _live_keyed(self, scope: Scope, item: Extracted) -> list[Memory]:
-        return [
-            m
-            for m in self.store.history(scope, key=item.key, category=item.category)
-            if m.superseded_by is None and m.active
-        ]
-
-    def _known(
-        self, scope: Scope, item: Extracted, fold: str, live: Sequence[Memory]
-    ) -> Memory | None:
-        """The stored memory ``item`` duplicates, if any (see the module docstring)."""
-        if item.key is not None:
-            # Same key: only the same statement is a duplicate; "35" → "36" is an update,
-            # however similar the two texts are.
-            return next((m for m in live if dedupe_key(m.content) == fold), None)
-        hits = self.store.find_similar(
-            scope, item.content, category=item.category, threshold=self.dedupe_threshold, limit=3
-        )
-        for hit in hits:
-            if hit.score >= self.dedupe_threshold or dedupe_key(hit.memory.content) == fold:
-                return hit.memory
-        return None
+        return done.written

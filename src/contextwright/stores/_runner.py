@@ -152,11 +152,18 @@ class JobRunner:
         if kind not in self.handlers:
             raise ConfigError(f"kind must be one of {', '.join(self.kinds)}, got {kind!r}")
         now = getattr(self.jobs, "enqueue_now", None)
-        args = {"tenant": tenant, "run_after": run_after, "max_attempts": max_attempts}
         if callable(now):
-            job: Job = now(kind, key, payload, owner=self.worker, **args)
+            job: Job = now(
+                kind, key, payload, tenant=tenant, run_after=run_after,
+                max_attempts=max_attempts, owner=self.worker,
+            )  # fmt: skip
         else:
-            job = block_on(self.jobs.enqueue(kind, key, payload, owner=self.worker, **args))
+            job = block_on(
+                self.jobs.enqueue(
+                    kind, key, payload, tenant=tenant, run_after=run_after,
+                    max_attempts=max_attempts, owner=self.worker,
+                )
+            )  # fmt: skip
         with self._lock:
             done = self._mine.get(job.id)
             if done is None:
