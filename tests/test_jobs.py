@@ -1,4 +1,8 @@
-"""Durable background jobs: the queue's rules (both backends), the runner, and a worker killed mid-summary."""
+"""Durable background jobs: the runner, and a worker killed mid-summary.
+
+The queue's own rules (dedup, leases, fencing, backoff, failed jobs kept, bad input)
+are `contextwright.testing.JobsContract`, run for both queues in tests/contract.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +16,10 @@ import textwrap
 import threading
 import time
 
-import pytest
-
 from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
-from contextwright._errors import ConfigError, InvalidMessageError, LeaseLostError, StoreError
+from contextwright._errors import StoreError
 from contextwright.history import CompactionConfig
-from contextwright.stores import Job, Jobs, MemoryJobs, SQLiteJobs, SQLiteStore
+from contextwright.stores import Job, SQLiteJobs, SQLiteStore
 from contextwright.stores._runner import JobRunner
 
 H = HeuristicCounter()
@@ -29,150 +31,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture(params=["sqlite", "memory"])
-def queue(request, tmp_path):
-    clock = Clock()
-    if request.param == "memory":
-        yield MemoryJobs(clock=clock), clock
-        return
-    store = SQLiteStore(tmp_path / "jobs.db")
-    yield SQLiteJobs(store, clock=clock), clock
-    store.close()
-
-
-async def test_both_backends_are_jobs(queue):
-    jobs, _ = queue
-    assert isinstance(jobs, Jobs)
-
-
-async def test_enqueue_is_idempotent_per_tenant_kind_and_key_while_active(queue):
-    jobs, _ = queue
-    a = await jobs.enqueue("summarise", "c1", {"n": 1}, tenant="t")
-    again = await jobs.enqueue("summarise", "c1", {"n": 2}, tenant="t")
-    assert again.id == a.id
-    assert again.payload == {"n": 1}
-    other = [
-        await jobs.enqueue("summarise", "c1", {}, tenant="t2"),
-        await jobs.enqueue("memory", "c1", {}, tenant="t"),
-        await jobs.enqueue("summarise", "c2", {}, tenant="t"),
-    ]
-    assert len({a.id, *(j.id for j in other)}) == 4
-    claimed = await jobs.claim(["summarise"], worker="w", lease=10)
-    assert claimed is not None
-    assert claimed.id == a.id
-    assert (await jobs.enqueue("summarise", "c1", {}, tenant="t")).id == a.id  # running: still one
-    await jobs.complete(claimed)
-    fresh = await jobs.enqueue("summarise", "c1", {"n": 3}, tenant="t")
-    assert fresh.id != a.id
-    assert fresh.state == "pending"
-    assert [j.key for j in await jobs.jobs(tenant="t", kind="summarise")] == ["c2", "c1"]
-
-
-async def test_a_lease_holds_until_it_runs_out_then_the_job_is_taken_over(queue):
-    jobs, clock = queue
-    await jobs.enqueue("summarise", "c", {}, tenant="t")
-    a = await jobs.claim(["summarise"], worker="a", lease=5)
-    assert a is not None
-    assert (a.worker, a.attempts, a.claim) == ("a", 1, 1)
-    assert await jobs.claim(["summarise"], worker="b", lease=5) is None  # held
-    clock.now += 4
-    assert await jobs.renew(a, 5)  # the holder renews: good for 5 s from now
-    clock.now += 4
-    assert await jobs.claim(["summarise"], worker="b", lease=5) is None
-    assert await jobs.next_due(["summarise"], worker="b", lease=5) == clock.now + 1
-    clock.now += 1
-    b = await jobs.claim(["summarise"], worker="b", lease=5)  # a stopped renewing: taken over
-    assert b is not None
-    assert (b.id, b.worker, b.attempts, b.claim) == (a.id, "b", 2, 2)
-    # the old holder writes nothing any more
-    assert not await jobs.renew(a, 5)
-    with pytest.raises(LeaseLostError):
-        await jobs.complete(a)
-    with pytest.raises(LeaseLostError):
-        await jobs.fail(a, "boom", retry_in=1)
-    (now,) = await jobs.jobs()
-    assert (now.state, now.worker, now.claim, now.error) == ("running", "b", 2, None)
-    await jobs.complete(b)
-    assert await jobs.jobs() == []
-    assert await jobs.next_due(["summarise"], worker="b", lease=5) is None
-
-
-async def test_failures_back_off_and_the_last_one_is_kept_with_its_error(queue):
-    jobs, clock = queue
-    job = await jobs.enqueue("summarise", "c", {"x": 1}, tenant="t", max_attempts=2)
-    first = await jobs.claim(["summarise"], worker="w", lease=5)
-    assert first is not None
-    again = await jobs.fail(first, "StoreError: locked", retry_in=30)
-    assert (again.state, again.run_after, again.error) == (
-        "pending",
-        clock.now + 30,
-        "StoreError: locked",
-    )
-    assert await jobs.claim(["summarise"], worker="w", lease=5) is None  # backing off
-    clock.now += 30
-    second = await jobs.claim(["summarise"], worker="w", lease=5)
-    assert second is not None
-    assert second.attempts == 2
-    final = await jobs.fail(second, "StoreError: still locked", retry_in=60)
-    assert final.state == "failed"
-    clock.now += 1000
-    assert await jobs.claim(["summarise"], worker="w", lease=5) is None  # never run again
-    (kept,) = await jobs.jobs(state="failed")
-    assert (kept.id, kept.error, kept.attempts, kept.payload) == (
-        job.id, "StoreError: still locked", 2, {"x": 1},
-    )  # fmt: skip
-    assert await jobs.active([job.id]) == set()
-    # a failed job does not block new work on the same key
-    assert (await jobs.enqueue("summarise", "c", {}, tenant="t")).id != job.id
-
-
-async def test_a_job_whose_workers_keep_dying_ends_failed(queue):
-    jobs, clock = queue
-    job = await jobs.enqueue("summarise", "c", {}, tenant="t", max_attempts=2)
-    for worker in ("a", "b"):
-        assert await jobs.claim(["summarise"], worker=worker, lease=5) is not None
-        clock.now += 6  # dies holding it
-    assert await jobs.claim(["summarise"], worker="c", lease=5) is None
-    (dead,) = await jobs.jobs()
-    assert dead.id == job.id
-    assert dead.state == "failed"
-    assert "ran out 2 time(s)" in (dead.error or "")
-
-
-async def test_the_enqueuing_worker_claims_first_others_a_lease_later(queue):
-    jobs, clock = queue
-    await jobs.enqueue("summarise", "c", {}, tenant="t", owner="a")
-    assert await jobs.claim(["summarise"], worker="b", lease=5) is None
-    assert await jobs.next_due(["summarise"], worker="b", lease=5) == clock.now + 5
-    clock.now += 5  # the owner may have died before claiming it
-    assert (await jobs.claim(["summarise"], worker="b", lease=5)).worker == "b"
-
-
-async def test_bad_input_raises_a_typed_error_naming_the_field_and_writes_nothing(queue):
-    jobs, _ = queue
-    cases = [
-        ({"kind": ""}, ConfigError, "kind"),
-        ({"key": 3}, ConfigError, "key"),
-        ({"tenant": ""}, ConfigError, "tenant"),
-        ({"payload": ["x"]}, ConfigError, "payload"),
-        ({"payload": {"f": object()}}, InvalidMessageError, "payload"),
-        ({"run_after": -1}, ConfigError, "run_after"),
-        ({"run_after": float("nan")}, ConfigError, "run_after"),
-        ({"max_attempts": 0}, InvalidMessageError, "max_attempts"),
-    ]
-    for change, error, field in cases:
-        kw = {"kind": "k", "key": "c", "payload": {}, "tenant": "t", **change}
-        with pytest.raises(error, match=field):
-            await jobs.enqueue(kw.pop("kind"), kw.pop("key"), kw.pop("payload"), **kw)
-    assert await jobs.jobs() == []
-    with pytest.raises(ConfigError, match="lease"):
-        await jobs.claim(["k"], worker="w", lease=0)
-    with pytest.raises(ConfigError, match="kinds"):
-        await jobs.claim("k", worker="w", lease=1)
-    with pytest.raises(ConfigError, match="state"):
-        await jobs.jobs(state="done")
 
 
 # -- the runner -----------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""The store contract (`contextwright.testing.StoreContract`), run for every backend here.
+"""The contract suites (`contextwright.testing`), run for every backend here.
 
-SQLite runs on a real file in a temporary directory; the in-memory backend is the
-public test double. A PostgreSQL backend adds one subclass.
+`StoreContract` for the store backends, `JobsContract` for the job queues. SQLite
+runs on a real file in a temporary directory; the in-memory ones are the public
+test doubles. A PostgreSQL backend adds one subclass of each.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from contextwright.stores import Backend, SQLiteBackend
-from contextwright.testing import MemoryBackend, StoreContract
+from contextwright.stores import Backend, Jobs, MemoryJobs, SQLiteBackend, SQLiteJobs, SQLiteStore
+from contextwright.testing import JobsContract, MemoryBackend, StoreContract
 
 
 class TestSQLiteBackend(StoreContract):
@@ -21,3 +22,17 @@ class TestSQLiteBackend(StoreContract):
 class TestMemoryBackend(StoreContract):
     def open_backend(self, directory: Path, clock: Callable[[], float]) -> Backend:
         return MemoryBackend(clock=clock).backend()
+
+
+class TestSQLiteJobs(JobsContract):
+    def open_jobs(self, directory: Path, clock: Callable[[], float]) -> Jobs:
+        return SQLiteJobs(SQLiteStore(directory / "jobs.db"), clock=clock)
+
+    async def close_jobs(self, jobs: Jobs) -> None:
+        assert isinstance(jobs, SQLiteJobs)
+        jobs.store.close()
+
+
+class TestMemoryJobs(JobsContract):
+    def open_jobs(self, directory: Path, clock: Callable[[], float]) -> Jobs:
+        return MemoryJobs(clock=clock)

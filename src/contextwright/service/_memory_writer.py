@@ -1,46 +1,45 @@
-"""Background memory writes: extract, merge with what is known, persist — off the chat path.
+"""Background memory writes: extract, merge with what is known, persist — as durable jobs.
 
 Memory extraction runs in the background after every turn, merges duplicates and
 persists, and the user-memory cache is invalidated (docs/design-notes.md, Memory
 extraction and Block cache) as soon as a new memory is saved, so the next turn sees it.
-`MemoryWriter` does both
-without ever making a build wait:
+`MemoryWriter` does both without ever making a build wait:
 
-* `submit` puts a batch (a scope and the turn's messages) on a bounded queue and
-  returns at once; when the queue is full the batch is dropped and counted, never
-  waited for.
-* One worker — a daemon thread with its own event loop, started on first use — takes
-  batches in order (so an update is never written before the fact it updates), runs
-  the extractor (rules by default, or an `LLMExtractor`) and then merges, cheaply and
-  before any further model call:
-
-  1. exact duplicates within the batch are folded together (`dedupe_key`: NFKC so
-     full width equals half width, case, punctuation and whitespace ignored);
-  2. a keyed item ("age", "employer", …) is compared with the live memory of that
-     scope, category and key: the same statement again is a duplicate; a different
-     one is written with the key, and the store *supersedes* the old memory in the
-     same transaction (it stays in ``history``);
-  3. an unkeyed item that the store's ``find_similar`` finds at or above
-     ``dedupe_threshold`` is a duplicate.
-
-  A duplicate is not written again; if it now comes with a higher importance, the
-  stored memory's importance is raised to it (restating a fact never makes it less
-  important). Each batch that changed the store calls ``on_write(scope)`` once.
+* `submit` stores a batch as a ``memory`` job in a durable queue (`Jobs`: by
+  default the memory store's own SQLite file, so every process that opens it
+  shares the queue) and returns at once. The job's payload is all it needs:
+  tenant, user, namespace, the conversation and either the sequence numbers of
+  the messages (when they are stored in the conversation log the writer reads)
+  or the messages themselves; nothing lives only in this process's memory. When
+  ``max_queue`` batches of this writer are waiting the batch is dropped and
+  counted, never waited for.
+* A `JobRunner` — one background thread, or ``inline`` on the caller's thread
+  (the CLI, tests) — claims the jobs in order (so an update is normally written
+  after the fact it updates), runs the extractor (rules by default, or an
+  `LLMExtractor`) and merges, cheaply and before any further model call
+  (``_memory_merge.py``): exact duplicates in the batch are folded, a keyed fact
+  with a new value supersedes the old one, and what the store knows already (the
+  same statement, or a near duplicate by ``dedupe_threshold``) is not written
+  again (its importance may be raised). So a job run twice (its worker died after
+  writing, before the job was marked done) writes nothing twice. Each batch that
+  changed the store calls ``on_write(scope)`` once.
 * `flush` has the `MemoryFlush` signature of `Conversations` (``memory_flush=``):
   compaction calls it with the messages about to be summarised away, it jumps the
-  queue, and the caller awaits the number of memories written — the work itself
-  still runs on the worker, never on the caller's event loop.
+  queue, and the caller awaits the number of memories written. It is not a job
+  of its own: the compaction that awaits it is, and runs it again if it dies.
 
-A failing extraction or store call never stops the worker: the batch is counted in
-``stats.failed`` with the error in ``stats.last_error`` (and logged), and a `flush`
-caller gets the exception.
+A failing extraction or store call never stops the worker: the attempt is counted
+in ``stats.failed`` with the error in ``stats.last_error`` (and logged), the job is
+retried with exponential backoff (``retry_base``), and after ``max_attempts`` it
+stays in the queue, state ``failed``, with its error: `jobs` lists it and
+``stats.given_up`` counts it. A `flush` caller gets the exception.
 
-Lifetime: `close` (or leaving ``with MemoryWriter(...) as writer:``, or ``async
-with``) writes what is queued, then stops the worker. A process that exits
-without closing loses nothing either: when the interpreter begins to shut down
-— before it joins its threads, while the worker and the store still run — every
-open writer is closed with a bounded wait, ``exit_timeout`` seconds. Batches still
-queued when that passes are not written, and a warning says how many.
+Lifetime: the thread starts with the writer and first takes over what is due,
+jobs of writers that died included (after their lease). `close` (or leaving
+``with MemoryWriter(...) as writer:``, or ``async with``) writes what this writer
+queued, then stops the thread. At interpreter shutdown every open writer is
+closed with a bounded wait, ``exit_timeout`` seconds; what is not written by then
+stays in the queue (a warning says how many) for the next writer on the store.
 
 Wiring, so that a memory written after turn N is in turn N+1's context::
 
@@ -51,36 +50,49 @@ Wiring, so that a memory written after turn N is in turn N+1's context::
     conversations = Conversations(engine, "chat.db", memory_flush=writer.flush)
     ...
     built = await conversations.build(cid, text, user=uid)     # never waits for memory
-    writer.submit(Scope(tenant, uid), [user_message, reply])   # after the turn
+    writer.submit(Scope(tenant, uid), [user_message, reply], conversation=cid)  # after the turn
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import hashlib
+import json
 import logging
 import threading
 import weakref
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
-from .._errors import ConfigError, UserError
+from .._errors import ConfigError, InvalidMessageError, StoreError, UserError
 from ..llm import describe_error
-from ..memory._extract import Extracted, Extractor, RuleExtractor, dedupe_key
+from ..memory._extract import Extractor, RuleExtractor
 from ..model._messages import Message
 from ..stores._cache import user_memory_tag
-from ..stores._memory import Memory, MemoryHit, Scope
+from ..stores._jobs import Job, Jobs, MemoryJobs
+from ..stores._memory import Scope
+from ..stores._runner import JobRunner, block_on
 from ..stores._shutdown import at_shutdown
+from ..stores.sqlite._jobs import SQLiteJobs
+from ..stores.sqlite._store import SQLiteStore
+from ._memory_merge import MemoryWriterStore, merge
 
-__all__ = ["MemoryWriter", "MemoryWriterStore", "WriterStats", "invalidate_user_memory"]
+__all__ = [
+    "MEMORY",
+    "MemoryWriter",
+    "MemoryWriterStore",
+    "MessageLog",
+    "WriterStats",
+    "invalidate_user_memory",
+]
 
+MEMORY = "memory"  # the job kind
 log = logging.getLogger(__name__)
 
 
-# The writers whose worker runs, drained when the interpreter shuts down (see the
-# module docstring). Weak: a writer is kept alive by its worker thread, not by this.
+# The writers not yet closed, closed when the interpreter shuts down (see the module
+# docstring). Weak: a writer is kept alive by its runner's thread, not by this.
 _open_writers: weakref.WeakSet[MemoryWriter] = weakref.WeakSet()
 
 
@@ -90,37 +102,12 @@ def _close_open_writers() -> None:
 
 
 @runtime_checkable
-class MemoryWriterStore(Protocol):
-    """What the writer needs from a memory store (`SQLiteMemoryStore` has it all)."""
+class MessageLog(Protocol):
+    """Where a job finds the stored messages it names by sequence number (`SQLiteStore`)."""
 
-    def add(
-        self,
-        scope: Scope,
-        content: str,
-        *,
-        category: str = "fact",
-        importance: int = 50,
-        key: str | None = None,
-        source_message_ids: Sequence[str] = (),
-        meta: Mapping[str, Any] | None = None,
-        embedding: Any = None,
-    ) -> Memory: ...
-
-    def find_similar(
-        self,
-        scope: Scope,
-        content: str,
-        *,
-        category: str | None = None,
-        threshold: float = 0.85,
-        limit: int = 5,
-    ) -> Sequence[MemoryHit]: ...
-
-    def history(
-        self, scope: Scope, key: str | None = None, category: str | None = None
-    ) -> Sequence[Memory]: ...
-
-    def update_importance(self, scope: Scope, id: str, importance: int) -> Memory | None: ...
+    def read(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> list[Message]: ...
 
 
 class _Invalidates(Protocol):
@@ -141,9 +128,11 @@ def invalidate_user_memory(engine: _Invalidates) -> Callable[[Scope], None]:
 
 @dataclass(frozen=True)
 class WriterStats:
-    """Counters since the writer was made. Batches: submitted, processed (done, with or
-    without error), failed, dropped (queue full). Items: extracted, written, deduplicated
-    (not written: already known), superseded (written over an older value of the key)."""
+    """This writer's counters since it was made. Batches: submitted, processed (done:
+    written, or failed for good), failed (attempts that raised; each is retried until
+    its last), given_up (failed for good: kept in the queue, see `MemoryWriter.jobs`),
+    dropped (queue full). Items: extracted, written, deduplicated (not written: already
+    known), superseded (written over an older value of the key)."""
 
     submitted: int = 0
     processed: int = 0
@@ -154,27 +143,24 @@ class WriterStats:
     deduplicated: int = 0
     superseded: int = 0
     last_error: str | None = None
-
-
-@dataclass
-class _Job:
-    scope: Scope
-    messages: tuple[Message, ...]
-    future: concurrent.futures.Future[int] | None = None
+    given_up: int = 0
 
 
 class MemoryWriter:
-    """Extraction and merging in the background; see the module docstring.
+    """Extraction and merging as durable background jobs; see the module docstring.
 
     ``store`` is a `MemoryWriterStore`; ``extractor`` defaults to `RuleExtractor`;
-    ``on_write(scope)`` runs on the worker after every batch that changed the store
-    (see `invalidate_user_memory`); ``dedupe_threshold`` is the near-duplicate
-    similarity (0..1); ``max_queue`` bounds the batches waiting; ``locale`` is given to
+    ``on_write(scope)`` runs after every batch that changed the store (see
+    `invalidate_user_memory`); ``dedupe_threshold`` is the near-duplicate similarity
+    (0..1); ``max_queue`` bounds this writer's batches waiting; ``locale`` is given to
     the extractor; ``exit_timeout`` bounds, in seconds, how long an interpreter
-    shutting down waits for the queue of a writer that was not closed.
+    shutting down waits for a writer that was not closed.
 
-    Close it when done (`close`, or use it as a context manager, sync or async):
-    that writes what is queued and stops the worker.
+    ``jobs`` is the queue (default: `SQLiteJobs` in the store's SQLite file, else
+    `MemoryJobs`); ``log`` is where messages named by sequence number are read
+    (default: the store's `SQLiteStore`); ``inline`` runs jobs on the caller's
+    thread instead of a background one; ``lease``, ``retry_base``,
+    ``max_attempts`` and ``worker`` are the `JobRunner`'s.
     """
 
     def __init__(
@@ -187,6 +173,13 @@ class MemoryWriter:
         max_queue: int = 1000,
         locale: str = "auto",
         exit_timeout: float = 10.0,
+        jobs: Jobs | None = None,
+        log: MessageLog | None = None,
+        inline: bool = False,
+        lease: float = 30.0,
+        retry_base: float = 1.0,
+        max_attempts: int = 5,
+        worker: str | None = None,
     ) -> None:
         if not 0.0 < dedupe_threshold <= 1.0:
             raise ConfigError(f"dedupe_threshold must be in (0, 1], got {dedupe_threshold}")
@@ -194,6 +187,8 @@ class MemoryWriter:
             raise ConfigError(f"max_queue must be >= 1, got {max_queue}")
         if not exit_timeout >= 0.0:  # also refuses NaN
             raise ConfigError(f"exit_timeout must be >= 0, got {exit_timeout}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
         self.exit_timeout = exit_timeout
         self.store = store
         self.extractor: Extractor = extractor or RuleExtractor()
@@ -201,37 +196,97 @@ class MemoryWriter:
         self.dedupe_threshold = dedupe_threshold
         self.max_queue = max_queue
         self.locale = locale
-        self._queue: deque[_Job] = deque()
-        self._cond = threading.Condition()
-        self._busy = False
-        self._closing = False
-        self._thread: threading.Thread | None = None
+        self.max_attempts = max_attempts
+        db = getattr(store, "db", None)
+        if jobs is None:
+            jobs = SQLiteJobs(db) if isinstance(db, SQLiteStore) else MemoryJobs()
+        if log is None and isinstance(db, SQLiteStore):
+            log = db
+        self.log = log
+        self._lock = threading.Lock()
+        self._closing = self._closed = False
         self._stats = WriterStats()
+        # inline: one loop for the writer's life (an LLM client's connections stay on one loop)
+        self._loop = asyncio.new_event_loop() if inline else None
+        self._runner = JobRunner(
+            jobs, {MEMORY: self._run_job}, inline=inline, worker=worker, lease=lease,
+            retry_base=retry_base, exit_timeout=exit_timeout,
+            thread_name="contextwright-memory-writer",
+        )  # fmt: skip
+        self._runner.start()  # thread mode: takes over what dead writers left
+        _open_writers.add(self)
+        at_shutdown(_close_open_writers)  # after the runner's own: runs before it
+
+    def __repr__(self) -> str:
+        return f"MemoryWriter({self.store!r}, extractor={self.extractor.name!r}, {self._runner!r})"
 
     # -- the caller's side -----------------------------------------------------------------
 
     @property
     def stats(self) -> WriterStats:
-        with self._cond:
+        with self._lock:
             return self._stats
 
-    def submit(self, scope: Scope, messages: Sequence[Message]) -> None:
-        """Queue ``messages`` of ``scope`` for extraction; returns at once, never blocks.
+    @property
+    def jobs_queue(self) -> Jobs:
+        """The queue this writer's jobs are in."""
+        return self._runner.jobs
 
+    def submit(
+        self, scope: Scope, messages: Sequence[Message], *, conversation: str | None = None
+    ) -> None:
+        """Store a job to extract ``messages`` of ``scope``; returns at once, never waits
+        for the extraction (inline: runs it before returning).
+
+        With ``conversation`` and messages stored in the writer's ``log`` (they carry
+        their sequence numbers), the job names them by number; else it carries them.
         A full queue drops the batch (``stats.dropped``) rather than make the caller wait.
+        Bad input raises a typed error naming the field, with nothing queued.
         """
-        batch = tuple(messages)
-        with self._cond:
+        payload, key = self._payload(scope, messages, conversation)
+        with self._lock:
             if self._closing:
                 raise UserError("MemoryWriter is closed")
             self._count(submitted=1)
-            if len(self._queue) >= self.max_queue:
+            if self._runner.pending() >= self.max_queue:
                 self._count(dropped=1)
                 log.warning("memory writer queue full (%d): batch dropped", self.max_queue)
                 return
-            self._queue.append(_Job(scope, batch))
-            self._start()
-            self._cond.notify_all()
+        self._runner.enqueue_now(
+            MEMORY, key, payload, tenant=scope.tenant, max_attempts=self.max_attempts
+        )
+        if self._loop is not None:
+            block_on(self._runner.run_due(), self._loop)
+
+    def _payload(
+        self, scope: object, messages: object, conversation: object
+    ) -> tuple[dict[str, Any], str]:
+        if not isinstance(scope, Scope):
+            raise ConfigError(f"scope must be a Scope, got {type(scope).__name__}")
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise InvalidMessageError("messages", "must be a sequence of Message")
+        for i, m in enumerate(messages):
+            if not isinstance(m, Message):
+                raise InvalidMessageError(
+                    f"messages[{i}]", f"must be a Message, got {type(m).__name__}"
+                )
+        if conversation is not None and (not isinstance(conversation, str) or not conversation):
+            raise ConfigError(f"conversation must be a non-empty string, got {conversation!r}")
+        batch: Sequence[Message] = messages
+        payload: dict[str, Any] = {
+            "user": scope.user, "namespace": scope.namespace, "conversation": conversation,
+        }  # fmt: skip
+        if (
+            conversation is not None
+            and self.log is not None
+            and batch
+            and all(m.seq is not None for m in batch)
+        ):
+            payload["seqs"] = [m.seq for m in batch]
+        else:
+            payload["messages"] = [m.to_dict() for m in batch]
+        what = json.dumps([scope.user, scope.namespace, conversation, [m.id for m in batch]])
+        return payload, "batch-" + hashlib.sha256(what.encode()).hexdigest()[:32]
 
     async def flush(
         self, tenant: str, user: str, conversation: str, messages: Sequence[Message]
@@ -239,83 +294,81 @@ class MemoryWriter:
         """Extract and write ``messages`` now (ahead of queued batches); the number written.
 
         The `MemoryFlush` hook of `Conversations`: compaction awaits it before summarising
-        the messages away. The work runs on the writer's worker, not on this event loop.
+        the messages away. The work runs on the writer's thread (inline: on this loop).
         """
-        future: concurrent.futures.Future[int] = concurrent.futures.Future()
-        with self._cond:
+        scope = Scope(tenant, user)
+        with self._lock:
             if self._closing:
                 raise UserError("MemoryWriter is closed")
             self._count(submitted=1)
-            self._queue.appendleft(_Job(Scope(tenant, user), tuple(messages), future))
-            self._start()
-            self._cond.notify_all()
-        return await asyncio.wrap_future(future)
+        if self._loop is not None:
+            return await self._write(scope, tuple(messages))
+        return await asyncio.wrap_future(self._runner.submit(self._write(scope, tuple(messages))))
 
-    def wait_idle(self, timeout: float | None = 30.0) -> bool:
-        """Block until every queued batch is done; False if ``timeout`` passed first.
+    def wait_idle(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> bool:
+        """Block until every batch this writer queued has run (anywhere); False if
+        ``timeout`` passed first. ``all_jobs``: until no memory job is pending or running
+        in the queue at all (other writers', dead writers' ones too).
 
         From async code: ``await writer.wait_idle_async()`` (this would block the loop).
         """
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+        runner = self._runner
+        wait = runner.wait_all(timeout) if all_jobs else runner.wait_idle(timeout)
+        return block_on(wait, self._loop)
 
-    async def wait_idle_async(self, timeout: float | None = 30.0) -> bool:
-        return await asyncio.to_thread(self.wait_idle, timeout)
+    async def wait_idle_async(
+        self, timeout: float | None = 30.0, *, all_jobs: bool = False
+    ) -> bool:
+        if all_jobs:
+            return await self._runner.wait_all(timeout)
+        return await self._runner.wait_idle(timeout)
+
+    async def jobs(self, *, tenant: str | None = None, state: str | None = None) -> list[Job]:
+        """The memory jobs in the queue (every writer's): pending, running, and ``failed``
+        ones with their last error."""
+        return await self._runner.jobs.jobs(tenant=tenant, state=state, kind=MEMORY)
+
+    def jobs_sync(self, *, tenant: str | None = None, state: str | None = None) -> list[Job]:
+        return block_on(self.jobs(tenant=tenant, state=state))
 
     def close(self, timeout: float | None = 10.0, *, drain: bool = True, warn: bool = True) -> None:
-        """Stop the worker after the queued batches (``drain``) or at once (they are
-        discarded, and waiting `flush` callers get an error). Idempotent.
+        """Run this writer's queued batches (``drain``, up to ``timeout`` seconds; None:
+        until done), then stop the thread. Idempotent.
 
-        Waits at most ``timeout`` seconds (None: until done); what is still queued
-        then is left to the worker while the process runs, and (``warn``) logged as
-        a warning.
+        What is not written then (``drain=False``: everything not yet running) stays in
+        the queue for the next writer on the store, and (``warn``) a warning says so.
         """
-        with self._cond:
-            self._closing = True
-            if not drain:
-                while self._queue:
-                    job = self._queue.popleft()
-                    if job.future is not None:
-                        job.future.set_exception(UserError("MemoryWriter closed"))
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return
-        thread.join(timeout)
+        with self._lock:
+            if self._closed:
+                return
+            self._closing = self._closed = True
+        if drain:
+            self.wait_idle(timeout)
+        left = self._runner.pending()
+        self._runner.close(0.0)
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.close()
         _open_writers.discard(self)
-        if warn and thread.is_alive():
-            with self._cond:
-                left = len(self._queue) + self._busy
-            if left:
-                log.warning(
-                    "memory writer closed after %s s with %d batch(es) not yet written; "
-                    "they are lost if the process exits now",
-                    timeout, left,
-                )  # fmt: skip
+        if warn and left:
+            log.warning(
+                "memory writer closed after %s s with %d batch(es) not yet written; "
+                "they stay in the queue for the next writer on this store",
+                timeout if drain else 0, left,
+            )  # fmt: skip
 
     def _close_at_exit(self) -> None:
         """`close` at interpreter shutdown: drain for ``exit_timeout`` seconds, then
-        give up on what is still queued (the process is ending), with a warning."""
-        with self._cond:
-            started = self._thread is not None
-        if not started:
+        leave what is still queued to the next writer, with a warning."""
+        if self._closing:
             return
         self.close(self.exit_timeout, warn=False)
-        with self._cond:
-            dropped = len(self._queue)
-            while self._queue:
-                job = self._queue.popleft()
-                if job.future is not None:
-                    job.future.set_exception(UserError("MemoryWriter closed at exit"))
-            running = self._busy
-            if dropped:
-                self._count(dropped=dropped)
-        if dropped or running:
+        left = self._runner.pending()
+        if left:
             log.warning(
                 "memory writer: the process is exiting after waiting %s s (exit_timeout): "
-                "%d queued batch(es) not written%s",
-                self.exit_timeout, dropped,
-                ", and the one being written may not finish" if running else "",
+                "%d queued batch(es) not written; they stay in the queue, and the next "
+                "writer on this store takes them over",
+                self.exit_timeout, left,
             )  # fmt: skip
 
     def __enter__(self) -> MemoryWriter:
@@ -333,131 +386,74 @@ class MemoryWriter:
     # -- the worker --------------------------------------------------------------------------
 
     def _count(self, **deltas: int) -> None:
-        """Add to the counters (the caller holds ``_cond``)."""
+        """Add to the counters (the caller holds ``_lock``)."""
         s = self._stats
         self._stats = replace(s, **{k: getattr(s, k) + v for k, v in deltas.items()})
 
-    def _start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._work, name="contextwright-memory-writer", daemon=True
+    def _failed(self, exc: BaseException, scope: Scope | None, last: bool | None) -> None:
+        """Count a failed attempt: of a job (``last``: its last one) or of a flush (None)."""
+        error = describe_error(exc)
+        with self._lock:
+            self._count(failed=1, processed=int(last is not False), given_up=int(bool(last)))
+            self._stats = replace(self._stats, last_error=error)
+        log.warning("memory extraction failed for %s: %s", scope.key if scope else "?", error)
+
+    async def _run_job(self, job: Job) -> None:
+        """The ``memory`` job handler: read the batch from the payload (or the log) and write it."""
+        last = job.attempts >= job.max_attempts
+        scope: Scope | None = None
+        try:
+            scope, messages = self._batch(job)
+        except Exception as exc:
+            self._failed(exc, scope, last)
+            raise
+        await self._write(scope, messages, last)
+
+    def _batch(self, job: Job) -> tuple[Scope, tuple[Message, ...]]:
+        p = job.payload
+        scope = Scope(job.tenant, p["user"], p.get("namespace") or "")
+        if "messages" in p:
+            return scope, tuple(
+                Message.from_dict(m, f"payload.messages[{i}]") for i, m in enumerate(p["messages"])
             )
-            self._thread.start()
-            _open_writers.add(self)
-            at_shutdown(_close_open_writers)
+        seqs, conversation = [int(s) for s in p["seqs"]], p["conversation"]
+        if self.log is None:
+            raise StoreError(f"job {job.id} names messages of {conversation!r}, and no log to read")
+        stored = self.log.read(
+            conversation, tenant=job.tenant, after_seq=min(seqs) - 1, upto_seq=max(seqs)
+        )
+        by_seq = {m.seq: m for m in stored}
+        missing = [s for s in seqs if s not in by_seq]
+        if missing:
+            raise StoreError(f"conversation {conversation!r} has no messages {missing}")
+        return scope, tuple(by_seq[s] for s in seqs)
 
-    def _work(self) -> None:
-        # One loop for the thread's life: an LLM client's connections stay on one loop.
-        loop = asyncio.new_event_loop()
+    async def _write(
+        self, scope: Scope, messages: Sequence[Message], last: bool | None = None
+    ) -> int:
+        """Extract and merge one batch (of a job whose ``last`` attempt this is, or a
+        flush); the number written. A failure is counted and raised."""
         try:
-            while True:
-                with self._cond:
-                    self._cond.wait_for(lambda: bool(self._queue) or self._closing)
-                    if not self._queue:
-                        return
-                    job = self._queue.popleft()
-                    self._busy = True
-                try:
-                    loop.run_until_complete(self._process(job))
-                finally:
-                    with self._cond:
-                        self._busy = False
-                        self._cond.notify_all()
-        finally:
-            loop.close()
-
-    async def _process(self, job: _Job) -> None:
-        try:
-            items = await self.extractor.extract(job.messages, locale=self.locale)
-            written, changed = self._merge(job.scope, items)
-        except Exception as exc:  # never let one batch stop the worker
-            error = describe_error(exc)
-            with self._cond:
-                self._count(processed=1, failed=1)
-                self._stats = replace(self._stats, last_error=error)
-            log.warning("memory extraction failed for %s: %s", job.scope.key, error)
-            if job.future is not None and not job.future.cancelled():
-                job.future.set_exception(exc)
-            return
-        with self._cond:
-            self._count(processed=1)
-        if changed and self.on_write is not None:
+            items = await self.extractor.extract(messages, locale=self.locale)
+            done = merge(
+                self.store, scope, items, threshold=self.dedupe_threshold,
+                extractor=self.extractor.name,
+            )  # fmt: skip
+        except Exception as exc:
+            self._failed(exc, scope, last)
+            raise
+        with self._lock:
+            self._count(
+                processed=1, extracted=len(items), written=done.written,
+                superseded=done.superseded, deduplicated=done.deduplicated,
+            )  # fmt: skip
+        if done.changed and self.on_write is not None:
             try:
-                self.on_write(job.scope)
+                self.on_write(scope)
             except Exception as exc:  # a failing callback must not lose the written memories
-                with self._cond:
+                with self._lock:
                     self._stats = replace(
                         self._stats, last_error=f"on_write: {describe_error(exc)}"
                     )
                 log.warning("memory writer on_write failed: %s", describe_error(exc))
-        if job.future is not None and not job.future.cancelled():
-            job.future.set_result(written)
-
-    def _merge(self, scope: Scope, items: Sequence[Extracted]) -> tuple[int, bool]:
-        """Write what is new; returns (memories written, whether the store changed)."""
-        batch: dict[str, Extracted] = {}
-        folded_away = 0
-        for item in items:
-            fold = dedupe_key(item.content)
-            if not fold:
-                continue
-            seen = batch.get(fold)
-            if seen is None:
-                batch[fold] = item
-                continue
-            folded_away += 1
-            ids = (
-                *seen.source_message_ids,
-                *(i for i in item.source_message_ids if i not in seen.source_message_ids),
-            )
-            batch[fold] = replace(
-                seen, importance=max(seen.importance, item.importance), source_message_ids=ids
-            )
-        written = superseded = duplicates = 0
-        changed = False
-        for fold, item in batch.items():
-            live = self._live_keyed(scope, item) if item.key is not None else []
-            known = self._known(scope, item, fold, live)
-            if known is None:
-                self.store.add(
-                    scope, item.content, category=item.category, importance=item.importance,
-                    key=item.key, source_message_ids=item.source_message_ids,
-                    meta={"extractor": self.extractor.name, "confidence": item.confidence},
-                )  # fmt: skip
-                written += 1
-                superseded += bool(live)  # the store superseded the live memory of the key
-                changed = True
-                continue
-            duplicates += 1
-            if item.importance > known.importance and known.id:
-                self.store.update_importance(scope, known.id, item.importance)
-                changed = True
-        with self._cond:
-            self._count(
-                extracted=len(items), written=written, superseded=superseded,
-                deduplicated=duplicates + folded_away,
-            )  # fmt: skip
-        return written, changed
-
-    def _live_keyed(self, scope: Scope, item: Extracted) -> list[Memory]:
-        return [
-            m
-            for m in self.store.history(scope, key=item.key, category=item.category)
-            if m.superseded_by is None and m.active
-        ]
-
-    def _known(
-        self, scope: Scope, item: Extracted, fold: str, live: Sequence[Memory]
-    ) -> Memory | None:
-        """The stored memory ``item`` duplicates, if any (see the module docstring)."""
-        if item.key is not None:
-            # Same key: only the same statement is a duplicate; "35" → "36" is an update,
-            # however similar the two texts are.
-            return next((m for m in live if dedupe_key(m.content) == fold), None)
-        hits = self.store.find_similar(
-            scope, item.content, category=item.category, threshold=self.dedupe_threshold, limit=3
-        )
-        for hit in hits:
-            if hit.score >= self.dedupe_threshold or dedupe_key(hit.memory.content) == fold:
-                return hit.memory
-        return None
+        return done.written

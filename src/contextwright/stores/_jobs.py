@@ -176,6 +176,16 @@ class MemoryJobs:
         self, kind: str, key: str, payload: Mapping[str, Any], *, tenant: str,
         run_after: float = 0.0, max_attempts: int = 5, owner: str | None = None,
     ) -> Job:  # fmt: skip
+        return self.enqueue_now(
+            kind, key, payload, tenant=tenant, run_after=run_after,
+            max_attempts=max_attempts, owner=owner,
+        )  # fmt: skip
+
+    def enqueue_now(
+        self, kind: str, key: str, payload: Mapping[str, Any], *, tenant: str,
+        run_after: float = 0.0, max_attempts: int = 5, owner: str | None = None,
+    ) -> Job:  # fmt: skip
+        """`enqueue` on the calling thread."""
         check_enqueue(kind, key, payload, tenant, run_after, max_attempts)
         if owner is not None:
             _rows.name(owner, "owner")

@@ -38,7 +38,7 @@ from .._errors import ConfigError, LeaseLostError
 from . import Job, Jobs
 from ._shutdown import at_shutdown
 
-__all__ = ["Handler", "JobRunner"]
+__all__ = ["Handler", "JobRunner", "block_on"]
 
 T = TypeVar("T")
 Handler = Callable[[Job], Awaitable[None]]
@@ -135,6 +135,40 @@ class JobRunner:
         if self.inline:
             await self.run_due()
         else:
+            self.start()
+            self._wake()
+        return job, done
+
+    def enqueue_now(
+        self, kind: str, key: str, payload: Mapping[str, Any], *, tenant: str,
+        run_after: float = 0.0, max_attempts: int = 5,
+    ) -> tuple[Job, concurrent.futures.Future[None]]:  # fmt: skip
+        """`enqueue` from synchronous code: the job is stored when this returns.
+
+        Uses the queue's own ``enqueue_now`` (`SQLiteJobs`, `MemoryJobs`) on this
+        thread, else runs its ``enqueue`` to the end on a private event loop. In
+        thread mode the thread is woken; inline, nothing runs yet (`run_due` does).
+        """
+        if kind not in self.handlers:
+            raise ConfigError(f"kind must be one of {', '.join(self.kinds)}, got {kind!r}")
+        now = getattr(self.jobs, "enqueue_now", None)
+        if callable(now):
+            job: Job = now(
+                kind, key, payload, tenant=tenant, run_after=run_after,
+                max_attempts=max_attempts, owner=self.worker,
+            )  # fmt: skip
+        else:
+            job = block_on(
+                self.jobs.enqueue(
+                    kind, key, payload, tenant=tenant, run_after=run_after,
+                    max_attempts=max_attempts, owner=self.worker,
+                )
+            )  # fmt: skip
+        with self._lock:
+            done = self._mine.get(job.id)
+            if done is None:
+                done = self._mine[job.id] = concurrent.futures.Future()
+        if not self.inline:
             self.start()
             self._wake()
         return job, done
@@ -389,6 +423,22 @@ class JobRunner:
             thread.join(5.0)
             if not thread.is_alive():
                 loop.close()
+
+
+def block_on(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None) -> T:
+    """Run ``coro`` to its end from synchronous code, on ``loop`` (default: a new one).
+
+    From a thread whose own event loop is running (sync code called from async
+    code), it runs on a helper thread while this one waits.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return loop.run_until_complete(coro) if loop is not None else asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="contextwright-block") as ex:
+        if loop is not None:
+            return ex.submit(loop.run_until_complete, coro).result()
+        return ex.submit(asyncio.run, coro).result()
 
 
 async def _stop() -> None:

@@ -1,19 +1,15 @@
-"""Public test doubles, and the contract suite every store backend runs.
+"""`StoreContract`: the behaviour every store backend must show, as test methods.
 
-- `MemoryBackend`: the store contract in process memory (plain dicts), a
-  drop-in `Backend` for tests of code that stores conversations.
-- `ManualClock`: a clock that moves only when told, for TTLs and timestamps.
-- `StoreContract`: the behaviour every backend must show, as test methods. A
-  backend's test module subclasses it and says how to open the backend::
+A backend's test module subclasses it and says how to open the backend::
 
-      class TestMyBackend(StoreContract):
-          def open_backend(self, directory, clock):
-              return MyBackend(directory / "db", clock=clock).backend()
+    class TestMyBackend(StoreContract):
+        def open_backend(self, directory, clock):
+            return MyBackend(directory / "db", clock=clock).backend()
 
-  pytest collects the subclass (its name starts with ``Test``); each test opens
-  a fresh backend in a fresh temporary directory, runs against it on its own
-  event loop, and closes it. The property tests need ``hypothesis`` and are left
-  out without it; nothing here needs pytest.
+pytest collects the subclass (its name starts with ``Test``); each test opens
+a fresh backend in a fresh temporary directory, runs against it on its own
+event loop, and closes it. The property tests need ``hypothesis`` and are left
+out without it; nothing here needs pytest.
 
 What the suite pins down: the tenant is part of every key (the same ids in two
 tenants never mix), a conversation belongs to its first writer, sequence numbers
@@ -28,13 +24,10 @@ written.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
-import tempfile
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 try:
     from hypothesis import HealthCheck, given, settings
@@ -47,85 +40,33 @@ try:
 except ImportError:  # pragma: no cover - the property tests are left out
     _HYPOTHESIS = False
 
-from ._errors import ContextwrightError, InvalidMessageError, StoreError, SummaryConflictError
-from .model._messages import Message
-from .model._parts import ToolCallPart
-from .stores._contract import Backend
-from .stores._records import CompactionEntry, Summary
-from .stores.memory import MemoryBackend
+from .._errors import ContextwrightError, InvalidMessageError, StoreError, SummaryConflictError
+from ..model._messages import Message
+from ..model._parts import ToolCallPart
+from ..stores._contract import Backend
+from ..stores._records import CompactionEntry, Summary
+from ._support import ManualClock, Suite, raises, scenario
+from ._support import texts as _texts
 
-__all__ = ["ManualClock", "MemoryBackend", "StoreContract"]
-
-E = TypeVar("E", bound=BaseException)
-Scenario = Callable[["StoreContract", Backend, "ManualClock"], Awaitable[None]]
+__all__ = ["StoreContract"]
 
 
-class ManualClock:
-    """Seconds since the epoch that move only by `advance` (a store's ``clock``)."""
-
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@contextlib.contextmanager
-def _raises(kind: type[E], where: str = "") -> Iterator[list[E]]:
-    """Expect ``kind`` (naming ``where`` in its message, if given); the caught one is yielded."""
-    caught: list[E] = []
-    try:
-        yield caught
-    except kind as exc:
-        caught.append(exc)
-        if where and where not in str(exc):
-            raise AssertionError(f"{kind.__name__} does not name {where!r}: {exc}") from exc
-        return
-    raise AssertionError(f"expected {kind.__name__}, nothing was raised")
-
-
-def _scenario(fn: Scenario) -> Callable[[StoreContract], None]:
-    """A test method running ``fn(self, backend, clock)`` against a fresh backend."""
-
-    def test(self: StoreContract) -> None:
-        self.run(lambda backend, clock: fn(self, backend, clock))
-
-    # not functools.wraps: pytest would read the scenario's parameters as fixtures
-    test.__name__, test.__qualname__, test.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
-    return test
-
-
-def _texts(messages: list[Message]) -> list[str]:
-    return [m.text for m in messages]
-
-
-class StoreContract:
+class StoreContract(Suite[Backend]):
     """The store contract as test methods; subclass and define `open_backend` (module docstring)."""
 
     def open_backend(self, directory: Path, clock: Callable[[], float]) -> Backend:
         """A fresh, empty backend keeping its files (if any) under ``directory``."""
         raise NotImplementedError
 
-    def run(self, body: Callable[[Backend, ManualClock], Awaitable[Any]]) -> None:
-        """Open a backend in a temporary directory, run ``body`` on a new event loop, close it."""
-        with tempfile.TemporaryDirectory(prefix="contextwright-contract-") as directory:
-            clock = ManualClock()
+    def open(self, directory: Path, clock: Callable[[], float]) -> Backend:
+        return self.open_backend(directory, clock)
 
-            async def main() -> None:
-                backend = self.open_backend(Path(directory), clock)
-                try:
-                    await body(backend, clock)
-                finally:
-                    await backend.aclose()
-
-            asyncio.run(main())
+    async def close(self, subject: Backend) -> None:
+        await subject.aclose()
 
     # -- conversations, owners, sequence numbers ------------------------------------------
 
-    @_scenario
+    @scenario
     async def test_a_conversation_belongs_to_its_first_writer(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -138,7 +79,7 @@ class StoreContract:
             log.append("c", [Message.user("mine now")], tenant="t", user="mallory"),
             log.ensure_conversation("c", tenant="t", user="mallory"),
         ):
-            with _raises(InvalidMessageError, "user"):
+            with raises(InvalidMessageError, "user"):
                 await write
         assert await log.version("c", tenant="t") == 2
         assert _texts(await log.read("c", tenant="t")) == ["hi"]
@@ -148,7 +89,7 @@ class StoreContract:
         assert [i.user for i in await log.list_conversations(tenant="u")] == ["mallory"]
         assert [i.id for i in await log.list_conversations(tenant="t", user="mallory")] == []
 
-    @_scenario
+    @scenario
     async def test_sequence_numbers_run_from_one_without_gaps(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -168,7 +109,7 @@ class StoreContract:
         assert (info.last_seq, info.message_count) == (5, 5)
         assert [m.seq for m in await log.read("c", tenant="t")] == [1, 2, 3, 4, 5]
 
-    @_scenario
+    @scenario
     async def test_reads_honour_ranges_limits_and_order(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -195,7 +136,7 @@ class StoreContract:
             (9, "user", 9, "m9"), (10, "user", 10, "m10")
         ]  # fmt: skip
 
-    @_scenario
+    @scenario
     async def test_the_tail_is_the_newest_suffix_that_fits(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -220,7 +161,7 @@ class StoreContract:
 
     # -- versions ---------------------------------------------------------------------------
 
-    @_scenario
+    @scenario
     async def test_every_write_moves_the_version_by_one(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -253,7 +194,7 @@ class StoreContract:
 
     # -- summaries and compactions ------------------------------------------------------------
 
-    @_scenario
+    @scenario
     async def test_a_summary_saved_against_a_stale_version_conflicts(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -264,12 +205,12 @@ class StoreContract:
         first = await log.save_summary(Summary("c", 0, 1, 2, "one"), tenant="t", expected=0)
         assert first.value.version == 1
         v = await b.conversations.version("c", tenant="t")
-        with _raises(SummaryConflictError) as lost:
+        with raises(SummaryConflictError) as lost:
             await log.save_summary(Summary("c", 0, 1, 4, "rival"), tenant="t", expected=0)
         assert lost[0].latest.version == 1
-        with _raises(SummaryConflictError):  # covers nothing the stored one does not
+        with raises(SummaryConflictError):  # covers nothing the stored one does not
             await log.save_summary(Summary("c", 0, 1, 2, "same"), tenant="t")
-        with _raises(InvalidMessageError, "upto_seq"):
+        with raises(InvalidMessageError, "upto_seq"):
             await log.save_summary(Summary("c", 0, 1, 99, "beyond"), tenant="t")
         assert await b.conversations.version("c", tenant="t") == v
         second = await log.save_summary(Summary("c", 0, 3, 4, "two"), tenant="t", expected=1)
@@ -280,7 +221,7 @@ class StoreContract:
         assert [s.content for s in await log.summaries("c", tenant="t")] == ["one", "two"]
         assert await log.latest_summary("c", tenant="other") is None
 
-    @_scenario
+    @scenario
     async def test_a_compaction_writes_its_summary_and_entry_together(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -290,7 +231,7 @@ class StoreContract:
         log = b.compactions
         v = await b.conversations.version("c", tenant="t")
         bad = CompactionEntry(0, "c", clock(), "hard", True, 10, 5, upto_seq=9)
-        with _raises(InvalidMessageError, "upto_seq"):
+        with raises(InvalidMessageError, "upto_seq"):
             await log.save_compaction(Summary("c", 0, 1, 3, "s"), bad, tenant="t")
         assert await b.summaries.summaries("c", tenant="t") == []
         assert await log.compactions("c", tenant="t") == []
@@ -304,7 +245,7 @@ class StoreContract:
         )
         assert [e.id for e in await log.compactions("c", tenant="t")] == [logged.id, plain.value.id]
         assert (await log.compactions("c", tenant="t"))[0].strategies == ("x",)
-        with _raises(InvalidMessageError, "summary_version"):
+        with raises(InvalidMessageError, "summary_version"):
             await log.log_compaction(
                 CompactionEntry(0, "c", clock(), "soft", True, 1, 1, summary_version=7), tenant="t"
             )
@@ -312,7 +253,7 @@ class StoreContract:
 
     # -- working memory and pins ------------------------------------------------------------------
 
-    @_scenario
+    @scenario
     async def test_working_memory_expires_after_its_ttl(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -344,7 +285,7 @@ class StoreContract:
         assert kept is not None
         assert kept.content == "kept"
 
-    @_scenario
+    @scenario
     async def test_pins_keep_priority_then_pin_order(self, b: Backend, clock: ManualClock) -> None:
         await b.conversations.ensure_conversation("c", tenant="t", user="u")
         await b.conversations.ensure_conversation("c", tenant="other", user="u")
@@ -364,7 +305,7 @@ class StoreContract:
 
     # -- search ------------------------------------------------------------------------------------
 
-    @_scenario
+    @scenario
     async def test_search_stays_in_its_tenant_and_conversation(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -398,7 +339,7 @@ class StoreContract:
 
     # -- bad input ------------------------------------------------------------------------------------
 
-    @_scenario
+    @scenario
     async def test_bad_input_raises_a_typed_error_and_writes_nothing(
         self, b: Backend, clock: ManualClock
     ) -> None:
@@ -421,7 +362,7 @@ class StoreContract:
             (b.search.search("c", "x", tenant="t", roles="user"), ContextwrightError, "roles"),
         ]  # fmt: skip
         for call, kind, where in bad:
-            with _raises(kind, where):
+            with raises(kind, where):
                 await call
         assert await log.version("c", tenant="t") == v
         assert _texts(await log.read("c", tenant="t")) == ["kept"]
@@ -429,10 +370,10 @@ class StoreContract:
         assert await b.working.get_working("c", "k", tenant="t") is None
         assert await b.pins.pinned("c", tenant="t") == []
 
-    @_scenario
+    @scenario
     async def test_a_closed_backend_refuses_calls(self, b: Backend, clock: ManualClock) -> None:
         await b.aclose()
-        with _raises(StoreError):
+        with raises(StoreError):
             await b.conversations.version("c", tenant="t")
         await b.aclose()  # idempotent
 
@@ -466,7 +407,7 @@ class StoreContract:
                         conv, [Message.user(t) for t in batch], tenant=tenant, user=user
                     )
                     if owners.setdefault(key, user) != user:
-                        with _raises(InvalidMessageError, "user"):
+                        with raises(InvalidMessageError, "user"):
                             await call
                         continue
                     await call
