@@ -19,7 +19,8 @@ would change what existing index files hold, so both are kept exact.
 Stop words, one list per use, each measured where it is used: `STOP_WORDS` for
 the hybrid (memory, knowledge) query terms, with `CJK_STOP_CHARS`; `RECALL_STOP_WORDS`
 for recall's query analysis, which also drops the scaffolding of questions ("what
-kind of…"); `SCAN_STOP_WORDS`, a short list, for the in-memory scan.
+kind of…"); `FOCUS_STOP_WORDS` for a message search (`focus`); `SCAN_STOP_WORDS`,
+a short list, for the in-memory scan. Merging them would move measured scores.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import re
 from functools import lru_cache
 
 __all__ = [
-    "ASCII_TERM", "CJK_RUN", "CJK_STOP_CHARS", "HANGUL", "RECALL_STOP_WORDS", "SCAN_STOP_WORDS", "SPACELESS", "STOP_WORDS", "TOKEN",
-    "WORD", "bigrams", "cached_terms", "segment", "split_run", "terms",
+    "ASCII_TERM", "CJK_RUN", "CJK_STOP_CHARS", "FOCUS_STOP_WORDS", "HANGUL", "INDEX_WORD", "RECALL_STOP_WORDS", "SCAN_STOP_WORDS", "SPACELESS", "STOP_WORDS", "TOKEN",
+    "WORD", "bigrams", "cached_terms", "focus", "segment", "split_run", "terms",
 ]  # fmt: skip
 
 # Han (with extension A and compatibility ideographs) and kana: the core of both classes.
@@ -44,6 +45,8 @@ TOKEN = re.compile(f"(?P<cjk>[{SPACELESS}]+)|(?P<word>(?:(?![{SPACELESS}])[^\\W_
 ASCII_TERM = re.compile(r"[A-Za-z0-9]+")  # `TOKEN`'s word in ASCII text
 # A word for in-process matching: letters, or digits (never both: "v2" is "v", "2").
 WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
+# A word as FTS5's unicode61 tokenizer sees it: letters and digits together.
+INDEX_WORD = re.compile(r"[^\W_]+")
 _SCAN_CJK = re.compile(f"[{_HAN_KANA}{HANGUL}]+")
 
 # Function words that say nothing about what a memory or passage is about.
@@ -59,6 +62,10 @@ CJK_STOP_CHARS = frozenset("的了吗呢吧啊么什怎哪我你他她它们这�
 # questions are full of them, and with BM25 over OR-ed terms each one still adds
 # to the score of every turn that has it.
 RECALL_STOP_WORDS = frozenset(["a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "might", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "us", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why", "will", "with", "would", "you", "your", "yours", "yourself", "s", "t", "don", "didn", "doesn", "isn", "wasn", "weren", "won", "ll", "re", "ve", "d", "m", "kind", "type", "types", "sort", "thing", "things", "something", "anything", "ever", "recently", "many", "much", "lot"])  # fmt: skip
+
+# English function words a message search drops before asking the index (`focus`).
+FOCUS_STOP_WORDS = frozenset(["a", "an", "and", "are", "as", "at", "be", "been", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "of", "on", "or", "our", "she", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your"])  # fmt: skip
+_ASCII_WORD = re.compile(r"[A-Za-z]+")
 
 SCAN_STOP_WORDS = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "do", "did", "for", "from", "has", "have", "i", "in", "is", "it", "me", "my", "of", "on", "or", "so", "that", "the", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "you", "your"])  # fmt: skip
 
@@ -86,6 +93,13 @@ def segment(text: str) -> str:
     if text.isascii():
         return text
     return CJK_RUN.sub(split_run, text)
+
+
+def focus(query: str) -> str:
+    """``query`` without English function words (`FOCUS_STOP_WORDS`; CJK and other text untouched)."""
+    return _ASCII_WORD.sub(
+        lambda m: "" if m.group(0).lower() in FOCUS_STOP_WORDS else m.group(0), query
+    )
 
 
 def terms(text: str) -> list[str]:

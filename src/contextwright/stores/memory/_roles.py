@@ -19,12 +19,12 @@ from typing import Any
 from ..._errors import ConfigError, InvalidMessageError, StoreError, SummaryConflictError
 from ...model._messages import ROLES
 from ...text._query import message_units as query_units
+from ...text._terms import INDEX_WORD as WORD
 from .._contract import Written
 from .._records import CompactionEntry, PinnedItem, SearchHit, Summary, WorkingItem
 from ..sqlite import _rows
 from ..sqlite._fts import index_text
 from ._state import (
-    WORD,
     Conversation,
     MemoryState,
     Stored,

@@ -2,7 +2,7 @@
 
 Documents are cut by `chunk_document` (headings → paragraphs → sentences, with
 overlap) and each chunk is stored in ``knowledge_chunks`` with its source, heading
-path and metadata, indexed in ``knowledge_fts`` (CJK bigrams, ``stores/sqlite/_fts.py``)
+path and metadata, indexed in ``knowledge_fts`` (CJK bigrams, ``text/_terms.py``)
 and, with an embedder, as a vector in ``knowledge_vectors`` (tables:
 ``stores/sqlite/_migrations.py`` ``m003_knowledge``). Search is the memory store's hybrid
 search (``_hybrid.py`` `HybridIndex`) without importance and

@@ -1,7 +1,7 @@
 """`SQLiteMemoryStore`: long-term memory in the conversations' SQLite file, hybrid search.
 
-Design (the tables: ``stores/sqlite/_migrations.py`` ``m002_memory``; the scores:
-``_search.py``):
+Design (the tables: ``stores/sqlite/_migrations.py`` ``m002_memory``; the search:
+``_hybrid.py``; the scores: ``text/_scores.py``):
 
 - **Same file, same connection.** Given a `SQLiteStore` the memory store uses its
   connection, lock and transactions (one transaction per call, ``BEGIN IMMEDIATE``
@@ -32,7 +32,7 @@ Design (the tables: ``stores/sqlite/_migrations.py`` ``m002_memory``; the scores
   on a worker thread owned by the store, so the event loop never waits on SQLite,
   numpy or the embedding model.
 
-The writes live in ``_writes.py`` (a mixin), the row helpers in ``_rows.py``.
+The writes live in ``_memory_writes.py`` (a mixin), the row helpers in ``_memory_rows.py``.
 
 Measured on the development machine (2 cores, SQLite 3.40; ``bench/bench_memory.py``)
 with 100,000 memories in one scope: ``search_sync`` p50 2.7-2.9 ms / p95 3.5-3.7 ms

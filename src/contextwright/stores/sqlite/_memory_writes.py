@@ -3,7 +3,7 @@
 Each method validates and embeds *before* its transaction opens (embedding is the
 slow part), writes in one ``BEGIN IMMEDIATE`` transaction — row, FTS entry, vector,
 supersession and the scope's ``version``/``size`` together — and then applies the
-same change to the cached vector index, if it was current (``_spaces.VectorCache``).
+same change to the cached vector index, if it was current (``_vectors.VectorCache``).
 A contentless FTS5 row is deleted by giving back the values it indexed, which the
 stored content reproduces (``segment(content)``).
 """
