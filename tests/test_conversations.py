@@ -652,7 +652,13 @@ def test_offloaded_results_are_not_stored_twice(convs):
 
 
 class PlainStore:
-    """A `Store` that is not an SQLiteStore: Conversations must use put_working."""
+    """A `Store` with the protocol's methods only (none of an SQLiteStore's extra
+    capabilities, such as ``append_versioned``): Conversations must use put_working."""
+
+    EXTRAS = frozenset(
+        {"append_versioned", "append_with_readback", "set_message_tokens_with_readback",
+         "save_compaction_versioned"}
+    )  # fmt: skip
 
     def __init__(self, inner: SQLiteStore) -> None:
         self.inner = inner
@@ -663,6 +669,8 @@ class PlainStore:
         return self.inner.put_working(conversation, key, content, **kw)
 
     def __getattr__(self, name):
+        if name in self.EXTRAS:
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
 
@@ -1207,7 +1215,7 @@ def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_pat
     engine = ContextEngine(system_prompt="You are helpful.", counter=H, budget=3000)
     c = Conversations(engine, SQLiteStore(db), window_tokens=300)
     moved: list[tuple[int, int]] = []  # per write of counts: (the other's move, this one's)
-    original = c._store_counts
+    original = c._writes.store_counts
 
     def total() -> int:
         return other.get_conversation("imp", tenant="t").token_total
@@ -1222,7 +1230,7 @@ def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_pat
         moved.append((middle - start, total() - middle))
         return None
 
-    c._store_counts = counted_elsewhere_first  # type: ignore[method-assign]
+    c._writes.store_counts = counted_elsewhere_first  # type: ignore[method-assign]
     try:
         c.import_sync("imp", thread(60), tenant="t", user="u", batch_size=20)
         c.wait_idle_sync()
@@ -1345,7 +1353,7 @@ class _Overtaken(SQLiteStore):
 
     rival: Conversations | None = None
 
-    def save_compaction(self, summary, entry, *, tenant):
+    def _rival_first(self, summary, tenant):
         rival, self.rival = self.rival, None
         if rival is not None:  # its own thread: this one may be inside an event loop
             done = threading.Thread(
@@ -1354,7 +1362,14 @@ class _Overtaken(SQLiteStore):
             )  # fmt: skip
             done.start()
             done.join()
+
+    def save_compaction(self, summary, entry, *, tenant):
+        self._rival_first(summary, tenant)
         return super().save_compaction(summary, entry, tenant=tenant)
+
+    def save_compaction_versioned(self, summary, entry, *, tenant, **kw):
+        self._rival_first(summary, tenant)
+        return super().save_compaction_versioned(summary, entry, tenant=tenant, **kw)
 
 
 @pytest.mark.parametrize("background", [False, True])

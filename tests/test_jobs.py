@@ -296,6 +296,8 @@ def test_conversations_report_failed_jobs(tmp_path):
         def save_compaction(self, *a, **kw):
             raise StoreError("disk I/O error")
 
+        save_compaction_versioned = save_compaction
+
     config = CompactionConfig.preset("development")
     convs = Conversations(
         ContextEngine(counter=H, budget=3000), Broken(tmp_path / "b.db"), compaction=config,

@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import HeuristicCounter, Message, count_message, group_units, select_window
-from contextwright.history._window import ShortenCache, WindowMemo, narrow_window, shorten_message
+from contextwright.history._shorten import ShortenCache, shorten_message
+from contextwright.history._window import WindowMemo, narrow_window
 
 from .conftest import conversations
 

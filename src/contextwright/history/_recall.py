@@ -187,6 +187,12 @@ class RecallSource(SourceBase):
         """Whether the conversation's turn index is in memory (read from the store once)."""
         return (tenant, conversation) in self._indexes
 
+    def drop_indexes(self) -> None:
+        """Forget every turn index held in memory; each is read again from the store when next needed."""
+        with self._lock:
+            self._indexes.clear()
+            self._loading.clear()
+
     async def catch_up(
         self, conversation: str, tenant: str = "default", recent: Sequence[Message] = (),
         *, most: int = _CATCH_UP_MOST,

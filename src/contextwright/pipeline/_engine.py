@@ -33,13 +33,8 @@ from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError, UserError
 from ..budget._budget import Budget
-from ..history._window import (
-    ShortenCache,
-    WindowMemo,
-    opener_placeholder,
-    shorten_message,
-    turn_opener,
-)
+from ..history._shorten import ShortenCache, opener_placeholder, shorten_message, turn_opener
+from ..history._window import WindowMemo
 from ..model._blocks import Block, Priority
 from ..model._checks import check_unicode
 from ..model._messages import Message
@@ -163,6 +158,18 @@ class ContextEngine:
         # per conversation: (length, last message, user messages) of the last history scanned
         self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def drop_caches(self) -> None:
+        """Forget the per-conversation accelerators (window walks, history scans,
+        shortened copies); the next build recomputes them and builds the same context.
+
+        The block cache (``cache``) is left alone: what it holds is governed by its
+        TTLs and `invalidate`, not an accelerator.
+        """
+        with self._memo_lock:
+            self._memos.clear()
+            self._scans.clear()
+        self._shortened = ShortenCache(self._shortened.maxsize)
 
     @staticmethod
     def _budget(budget: Budget | int | None, model: str | None) -> Budget | None:

@@ -72,6 +72,8 @@ class ContextReport:
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     compaction: dict[str, Any] | None = None  # stateful builds: urgency, and what was compacted
+    # stateful builds: the newest stored message (sequence number) the build read
+    last_seq: int | None = None
 
     @property
     def utilisation(self) -> float:
@@ -138,6 +140,8 @@ class ContextReport:
             f"{self.history_total}; {self.history_shortened} shortened; stopped at: {self.history_stopped}\n"
             f"cache: {self.cache_hits} hits, {self.cache_misses} misses · {timings}"
         )
+        if self.last_seq is not None:
+            summary += f"\nstored conversation: read up to seq {self.last_seq}"
         if self.compaction:
             summary += "\ncompaction: " + ", ".join(f"{k}={v}" for k, v in self.compaction.items())
         parts: list[Any] = [items, sections, summary]

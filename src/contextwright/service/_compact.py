@@ -44,8 +44,8 @@ SUMMARISE = "summarise"  # the job kind of a background summary
 MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 # A tool result to offload: (working-memory key, call id, original text, ttl).
 Offload = tuple[str, str, str, float]
-# An `SQLiteStore` write's change tokens, before and after it (see `Conversations._tail`).
-_Written = tuple[tuple[int, int], tuple[int, int]] | None
+# The conversation's version a write left, when the store says (see `Tail.follow`).
+_Written = int | None
 
 
 class _StoodDown(Exception):

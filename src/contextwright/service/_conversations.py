@@ -27,15 +27,11 @@ the originals stay searchable — the recall source brings exact old turns back.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import itertools
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
-from .._errors import ConfigError, InvalidMessageError, UserError
+from .._errors import ConfigError, InvalidMessageError
 from ..budget._budget import Budget
 from ..history import (
     CompactionCheck,
@@ -47,18 +43,14 @@ from ..history import (
     Summarizer,
     ToolResultCompressor,
     TurnRanker,
-    check,
     readback_page,
-    summary_boundary,
 )
 from ..model._messages import Message
-from ..model._parts import ToolResultPart
 from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
 from ..stores import (
     AsyncStore,
     CompactionEntry,
-    ConversationInfo,
     Job,
     Jobs,
     MemoryJobs,
@@ -67,25 +59,18 @@ from ..stores import (
     Store,
     Summary,
 )
-from ..stores._records import not_owner
 from ..stores._runner import JobRunner
-from ..tokens._frame import count_message
-from ._compact import SUMMARISE, Compactor, MemoryFlush, Offload, _Written
-from ._tail import StoreCalls, Tail, TailCache
+from ._compact import SUMMARISE, Compactor, MemoryFlush
+from ._live import can_cut, live_check, window_allowance
+from ._store_calls import StoreCalls
+from ._sync import SyncLoop, no_running_loop, sync_list, sync_twin
+from ._tail import Tail, TailCache
+from ._tail_sync import TailKeeper
+from ._write_path import Offload, Writes
 
 __all__ = ["Conversations", "MemoryFlush"]
 
 T = TypeVar("T")
-_NO_OFFLOADS: tuple[Offload, ...] = ()
-# More new messages than this from another process, and a tail is read afresh (as
-# at a cold start) instead of taking in every one of them.
-_RELOAD_AFTER = 256
-
-
-def _check_owner(tail: Tail, conversation: str, tenant: str, user: str) -> None:
-    """`InvalidMessageError` (``user``) if the conversation is known to be another user's."""
-    if tail.owner is not None and tail.owner != user:
-        raise not_owner(conversation, tenant, user)
 
 
 class Conversations:
@@ -128,6 +113,7 @@ class Conversations:
         recall: bool = True,
         clock: Callable[[], float] = time.time,
         max_cached_conversations: int = 1024,
+        cache_bytes: int = 64 << 20,
         jobs: Jobs | None = None,
         inline_jobs: bool = False,
         job_lease: float = 30.0,
@@ -141,6 +127,8 @@ class Conversations:
                 "max_cached_conversations must be a positive integer, "
                 f"got {max_cached_conversations!r}"
             )
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 1:
+            raise ConfigError(f"cache_bytes must be a positive integer, got {cache_bytes!r}")
         if store is None or isinstance(store, str):
             store = SQLiteStore(store or ":memory:")
         self.engine = engine
@@ -153,12 +141,10 @@ class Conversations:
         budget = engine.budget.input_tokens if engine.budget is not None else None
         self.window_tokens = window_tokens or budget or 32_000
         self.clock = clock
-        self._tails = TailCache(max_cached_conversations, self._busy)
-        self._change_token: Callable[[], tuple[int, int]] | None = getattr(
-            store, "change_token", None
-        )
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._sync_lock = threading.Lock()
+        self._sync = SyncLoop()  # the sync API's private loop
+        self._writes = Writes(self)
+        cache = TailCache(max_cached_conversations, self._busy, cache_bytes)
+        self._keeper = TailKeeper(self, cache)
         if jobs is None:
             jobs = (
                 SQLiteJobs(store, run=self.db._run)
@@ -190,202 +176,75 @@ class Conversations:
         """Whether a background summary of the conversation is under way (its tail stays)."""
         return self._compactor.busy(key)
 
+    @property
+    def _tails(self) -> TailCache:
+        return self._keeper.cache
+
     def cache_sizes(self) -> dict[str, int]:
         """How many conversations each in-process cache holds now (all bounded).
 
         ``tails`` (at most ``max_cached_conversations``, plus any with a background
-        summary under way), ``recall_indexes`` (at most the recall source's
-        ``max_conversations``), ``window_memos`` (the engine's), ``jobs`` (background
-        jobs this process enqueued that have not run yet, and local work under way).
+        summary under way), ``tail_bytes`` (their approximate memory, kept under
+        ``cache_bytes`` but for the tail in use), ``recall_indexes`` (at most the
+        recall source's ``max_conversations``), ``window_memos`` (the engine's),
+        ``jobs`` (background jobs this process enqueued that have not run yet, and
+        local work under way).
         """
         return {
             "tails": len(self._tails),
+            "tail_bytes": self._tails.bytes,
             "recall_indexes": len(self._recall._indexes) if self._recall is not None else 0,
             "window_memos": len(self.engine._memos),
             "jobs": self._runner.pending(),
         }
 
+    def drop_caches(self) -> None:
+        """Forget every in-process cache now: tails, recall's turn indexes, the engine's
+        window walks and shortened copies.
+
+        Safe at any moment, during a build or a background summary too: what is
+        under way keeps the copy it holds, and the next call reads what it needs from
+        the store again. Dropping them never changes what a build returns; it only
+        costs the next build of each conversation a cold start. (The engine's block
+        cache is not an accelerator but a cache with its own expiry: see
+        `ContextEngine.invalidate`.)
+        """
+        self._tails.clear()
+        if self._recall is not None:
+            self._recall.drop_indexes()
+        self.engine.drop_caches()
+
     def _inline(self) -> bool:
         """Whether this runs on the sync API's private loop (store calls run inline there)."""
-        return self._loop is not None and asyncio.get_running_loop() is self._loop
+        return self._sync.is_running_here()
 
-    # -- writing ---------------------------------------------------------------------
+    # -- the parts (`Writes`, `TailKeeper`), as the compactor and the benchmarks see them --
+
+    async def _tail(self, conversation: str, tenant: str, user: str) -> Tail:
+        """The conversation's tail, up to date, for ``user`` only (`TailKeeper.tail`)."""
+        return await self._keeper.tail(conversation, tenant, user)
+
+    async def _owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None:
+        await self._keeper.owned(tail, conversation, tenant, user)
+
+    def _apply_summary(self, tail: Tail, summary: Summary, written: int | None = None) -> None:
+        self._keeper.apply_summary(tail, summary, written)
 
     def _view(self, message: Message) -> tuple[Message, Sequence[Offload]]:
-        """The prompt view of a message (tool results compressed) and what to offload."""
-        if message.role != "tool":
-            return message, _NO_OFFLOADS
-        parts: list[ToolResultPart] = []
-        offloads: list[Offload] = []
-        changed = False
-        for p in message.tool_results:
-            if not isinstance(p.content, str):
-                parts.append(p)
-                continue
-            c = self.compressor.compress(p.content, tool=p.name, key=f"tool:{p.call_id}")
-            if c.changed:
-                changed = True
-                parts.append(ToolResultPart(p.call_id, c.text, p.is_error, p.name))
-                if c.offload_key and c.original is not None:
-                    ttl = self.compressor.policy(p.name).ttl
-                    offloads.append((c.offload_key, p.call_id, c.original, ttl))
-            else:
-                parts.append(p)
-        if not changed:
-            return message, _NO_OFFLOADS
-        meta = {**message.metadata, "compressed_view": True}
-        return message.replace(parts=tuple(parts), metadata=meta), offloads
+        return self._writes.view(message)
 
-    def _prepare(
-        self, messages: Sequence[Message] | Message, count: bool = True
-    ) -> tuple[list[Message], list[tuple[Message, Sequence[Offload]]], list[int]]:
-        """Validate, make the prompt views and count them: the pure half of an append.
-
-        ``count=False`` only validates (views and counts come back empty).
-        """
-        batch = [messages] if isinstance(messages, Message) else list(messages)
-        for i, m in enumerate(batch):
-            if not isinstance(m, Message):
-                raise InvalidMessageError(
-                    f"messages[{i}]", f"must be a Message, got {type(m).__name__}"
-                )
-        if not count:
-            return batch, [], []
-        views = [self._view(m) for m in batch]
-        counter, ov = self.engine.counter, self.engine.overhead
-        return batch, views, [count_message(counter, v, ov) for v, _ in views]
-
-    def _store(
-        self,
-        conversation: str,
-        batch: list[Message],
-        views: list[tuple[Message, Sequence[Offload]]],
-        tokens: list[int],
-        tenant: str,
-        user: str,
-    ) -> tuple[list[Message], _Written]:
-        """Store a prepared batch and its offloaded tool results, on the calling thread.
-
-        A batch without offloads is a plain `Store.append`. With offloads, an
-        `SQLiteStore` keeps the messages and their read-back keys in one
-        transaction (``append_with_readback``), the keys referring to the stored
-        tool results (the store already keeps them verbatim: no second copy);
-        another `Store` gets the originals with `put_working`, one call each,
-        after the messages. Also returns the store's change tokens around that one
-        transaction, when it has them (see `_tail`).
-        """
-        counter = self.engine.count_key
-        store = self.store
-        readback = [
-            (i, call_id, key, ttl)
-            for i, (_, offloads) in enumerate(views)
-            for key, call_id, _, ttl in offloads
-        ]
-        if readback and isinstance(store, SQLiteStore):
-            stored = store.append_with_readback(
-                conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
-                readback=readback,
-            )  # fmt: skip
-        else:
-            stored = store.append(
-                conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
-            )
-            self._put_originals(conversation, tenant, views)  # none for an SQLiteStore
-        return stored, self._written()
+    def _store_counts(
+        self, conversation: str, tenant: str, messages: Sequence[Message],
+        views: Sequence[tuple[Message, Sequence[Offload]]], tokens: Sequence[int],
+    ) -> int | None:  # fmt: skip
+        return self._writes.store_counts(conversation, tenant, messages, views, tokens)
 
     def _save_compaction(
         self, summary: Summary, entry: CompactionEntry, tenant: str
-    ) -> tuple[Summary, _Written]:
-        """`Store.save_compaction` on the calling thread, and the change tokens around it."""
-        saved, _ = self.store.save_compaction(summary, entry, tenant=tenant)
-        return saved, self._written()
+    ) -> tuple[Summary, int | None]:
+        return self._writes.save_compaction(summary, entry, tenant)
 
-    def _written(self) -> _Written:
-        """The store's change tokens around this thread's last write, if it has them."""
-        store = self.store
-        return store.last_write_tokens() if isinstance(store, SQLiteStore) else None
-
-    def _put_originals(
-        self, conversation: str, tenant: str, views: Sequence[tuple[Message, Sequence[Offload]]]
-    ) -> None:
-        """Offloaded tool results as working-memory copies: for a `Store` that cannot
-        keep read-back keys to its stored messages (an `SQLiteStore` can)."""
-        for _, offloads in views:
-            for key, _, original, ttl in offloads:
-                self.store.put_working(
-                    conversation, key, original, tenant=tenant, ttl=ttl,
-                    meta={"kind": "tool_result"},
-                )  # fmt: skip
-
-    def _grow_tail(
-        self,
-        conversation: str,
-        tenant: str,
-        user: str,
-        stored: list[Message],
-        views: list[tuple[Message, Sequence[Offload]]],
-        tokens: list[int],
-        first: int = 0,
-        written: _Written = None,
-    ) -> None:
-        """Add freshly stored messages to the tail, if nobody else wrote in between.
-
-        ``written`` are the store's change tokens around the write that stored
-        them: a tail that was current just before it stays current after it.
-
-        ``views`` and ``tokens`` belong to ``stored[first:]``; the messages before
-        ``first`` were stored uncounted by a bulk import (see `_settle`), which
-        counted enough of the newest ones to fill the tail. Only the newest
-        messages that fit the tail's limit stay in it, so only those get a prompt
-        copy: a bulk batch of 1,000 used to copy and push all 1,000 and pop most of
-        them again. The running totals count every counted message, as the store's
-        do. The result is what `_push`-ing them one by one would leave.
-        """
-        tail = self._tails.get((tenant, conversation))
-        if tail is None or not stored:
-            return
-        with tail.lock:  # the store took them for ``user``: it owns the conversation
-            tail.owner = user
-        if tail.last_seq != (stored[0].seq or 0) - 1:
-            return
-        limit = 2 * self.window_tokens
-        key = self.engine.count_key
-        counted = stored[first:]
-        n = len(counted)
-        start, acc = n - 1, tokens[-1]
-        while start > 0 and acc + tokens[start - 1] <= limit:
-            start -= 1
-            acc += tokens[start]
-        kept: list[Message] = []
-        for j in range(start, n):
-            saved, view = counted[j], views[j][0]
-            # An unchanged message is its own view, and the store's copy of it (same
-            # parts) is that view with seq and created_at: no copy needed.
-            if view.parts is not saved.parts:
-                saved = view._stamped(saved.seq or 0, saved.created_at)
-            saved._token_cache[key] = tokens[j]  # popping it later needs no recount
-            kept.append(saved)
-        users = sum(1 for m in stored if m.role == "user")
-        with tail.lock:
-            tail.synced = written[1] if written and tail.synced == written[0] else None
-            last = tail.last_seq
-            for saved, cost in zip(counted, tokens, strict=True):
-                seq = saved.seq or 0
-                if seq > last:
-                    tail.total_tokens += cost
-                    last = seq
-            tail.last_seq = max(last, stored[-1].seq or 0)
-            tail.user_turns += users
-            if start > 0 or first > 0:  # the batch alone fills the tail: nothing older stays
-                tail.messages.clear()
-                tail.costs.clear()
-                tail.tokens = 0
-            while tail.messages and tail.tokens + acc > limit:
-                tail.messages.popleft()
-                tail.tokens -= tail.costs.popleft()
-            tail.messages.extend(kept)
-            tail.costs.extend(tokens[start:])
-            tail.tokens += acc
+    # -- writing ---------------------------------------------------------------------
 
     async def append(
         self,
@@ -410,7 +269,7 @@ class Conversations:
         """`append`; ``index_later`` brings recall's turn index up to date in the
         background (see `_index_later`): not for a build's own message, whose turn
         is still being built."""
-        stored = await self._write(conversation, messages, tenant, user)
+        stored = await self._writes.write(conversation, messages, tenant, user)
         if len(stored) >= self.compaction.summary_message_threshold:
             await self._summarise_if_due(conversation, tenant, user)
         elif index_later:
@@ -442,109 +301,6 @@ class Conversations:
             await recall.catch_up(conversation, tenant, recent)
 
         self._runner.submit(job())
-
-    async def _write(
-        self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str
-    ) -> list[Message]:
-        """Prepare, store (one transaction) and add to the tail: one batch of an append."""
-        batch, views, tokens = self._prepare(messages)
-        # one hop to the store's worker for the messages and their read-back keys
-        # (AsyncStore._run is what its own methods use)
-        stored, written = await self.db._run(
-            functools.partial(self._store, conversation, batch, views, tokens, tenant, user)
-        )
-        self._grow_tail(conversation, tenant, user, stored, views, tokens, written=written)
-        return stored
-
-    async def _write_uncounted(
-        self, conversation: str, messages: list[Message], tenant: str, user: str
-    ) -> list[Message]:
-        """Store a batch of a bulk import without counts or prompt views (see `_settle`)."""
-        batch, _, _ = self._prepare(messages, count=False)
-        return await self.db._run(
-            functools.partial(
-                self.store.append, conversation, batch, tenant=tenant, user=user,
-                tokens=None, counter="",
-            )
-        )  # fmt: skip
-
-    def _count_newest(
-        self, messages: Sequence[Message]
-    ) -> tuple[int, list[tuple[Message, Sequence[Offload]]], list[int]]:
-        """(first, views, counts) of ``messages[first:]``: the newest that fill the tail.
-
-        Counting goes newest first and stops at the first message that does not fit
-        (counted too: it took counting to know), so it reaches everything a window
-        or the tail can hold.
-        """
-        limit = 2 * self.window_tokens
-        counter, ov = self.engine.counter, self.engine.overhead
-        views: list[tuple[Message, Sequence[Offload]]] = []
-        tokens: list[int] = []
-        acc, first = 0, len(messages)
-        while first > 0 and acc <= limit:
-            first -= 1
-            view = self._view(messages[first])
-            cost = count_message(counter, view[0], ov)
-            views.append(view)
-            tokens.append(cost)
-            acc += cost
-        views.reverse()
-        tokens.reverse()
-        return first, views, tokens
-
-    def _store_counts(
-        self,
-        conversation: str,
-        tenant: str,
-        messages: Sequence[Message],
-        views: Sequence[tuple[Message, Sequence[Offload]]],
-        tokens: Sequence[int],
-    ) -> None:
-        """Store counts (and read-back keys) for stored messages that lacked them, on the calling thread."""
-        counts = {m.seq or 0: n for m, n in zip(messages, tokens, strict=True)}
-        refs = [
-            (m.seq or 0, call_id, key, ttl)
-            for m, (_, offloads) in zip(messages, views, strict=True)
-            for key, call_id, _, ttl in offloads
-        ]
-        store, name = self.store, self.engine.count_key
-        if isinstance(store, SQLiteStore):
-            store.set_message_tokens_with_readback(
-                conversation, tenant=tenant, counts=counts, counter=name, readback=refs
-            )
-            return
-        store.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=name)
-        self._put_originals(conversation, tenant, views)
-
-    async def _settle(
-        self, conversation: str, tenant: str, user: str, stored: list[Message]
-    ) -> None:
-        """Count what a bulk import stored uncounted, as far as the tail reaches.
-
-        A long import is stored without counts or prompt views: almost all of it is
-        summarised away at once and never sent, and counting and viewing it was
-        about half of the import's time. The newest messages that fill the tail (twice the window)
-        are counted here, their counts and read-back keys stored in one more
-        transaction, and the tail grows with them. The others stay uncounted: they
-        are not in the conversation's ``token_total`` (nor in the ``covered_tokens``
-        of the summary that covers them), and a compaction that needs one counts it
-        then.
-        """
-        name = self.engine.count_key
-        # a retry returns what an earlier run stored (and counted): not written again
-        counted = {id(m) for m in stored if name in m._token_cache}
-        first, views, tokens = self._count_newest(stored)
-        newest = stored[first:]
-        pending = [
-            (m, v, n) for m, v, n in zip(newest, views, tokens, strict=True) if id(m) not in counted
-        ]
-        if pending:
-            ms, vs, ns = zip(*pending, strict=True)
-            await self.db._run(
-                functools.partial(self._store_counts, conversation, tenant, ms, vs, ns)
-            )
-        self._grow_tail(conversation, tenant, user, stored, views, tokens, first)
 
     async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
         """After a bulk write: summarise what is outside the window now, in the
@@ -597,29 +353,9 @@ class Conversations:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if isinstance(messages, Message):
             raise InvalidMessageError("messages", "must be an iterable of Message, got one Message")
-        stored: list[Message] = []
-        it = iter(messages)
-        chunk = list(itertools.islice(it, batch_size))
-        deferred = False
-        try:
-            while chunk:
-                after = list(itertools.islice(it, batch_size))
-                if after or deferred:
-                    # more than one batch: stored uncounted, the newest counted at the end
-                    deferred = True
-                    stored += await self._write_uncounted(conversation, chunk, tenant, user)
-                else:  # a single batch is counted and stored as `append` would
-                    stored += await self._write(conversation, chunk, tenant, user)
-                if progress is not None:
-                    progress(len(chunk))
-                chunk = after
-        except BaseException:
-            if deferred and stored:  # what was stored still gets its tail counted
-                with contextlib.suppress(Exception):
-                    await self._settle(conversation, tenant, user, stored)
-            raise
-        if deferred:
-            await self._settle(conversation, tenant, user, stored)
+        stored = await self._writes.import_batches(
+            conversation, messages, tenant, user, batch_size, progress
+        )
         optimize = getattr(self.store, "optimize_search_index", None)
         if stored and optimize_index and optimize is not None:
             await self.db._run(optimize)
@@ -627,195 +363,11 @@ class Conversations:
             await self._summarise_if_due(conversation, tenant, user)
         return stored
 
-    def _push(self, tail: Tail, message: Message, cost: int) -> None:
-        limit = 2 * self.window_tokens  # enough for the largest window, with room to spare
-        with tail.lock:
-            tail.messages.append(message)
-            tail.costs.append(cost)
-            tail.tokens += cost
-            if (message.seq or 0) > tail.last_seq:
-                tail.total_tokens += cost
-            tail.last_seq = max(tail.last_seq, message.seq or 0)
-            if message.role == "user":
-                tail.user_turns += 1
-            while tail.tokens > limit and len(tail.messages) > 1:
-                tail.messages.popleft()
-                tail.tokens -= tail.costs.popleft()
-
     # -- reading -------------------------------------------------------------------------
-
-    async def _tail(self, conversation: str, tenant: str, user: str) -> Tail:
-        """The conversation's tail, up to date, for ``user`` only.
-
-        Every public method that reads or writes a stored conversation starts
-        here (`append` and `import_messages` are refused by the store as well): a
-        conversation belongs to the user who first wrote to it, and anyone else
-        gets `InvalidMessageError` (``user``, `_check_owner`) before anything of
-        it is read or written. The tail learns its owner before any message
-        enters it; see `_owned` for one that knows none yet.
-        """
-        tail = await self._synced_tail(conversation, tenant)
-        _check_owner(tail, conversation, tenant, user)
-        return tail
-
-    async def _owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None:
-        """`_tail`'s check again, after reading, for a tail that knew no owner.
-
-        Such a tail had nothing of the conversation when `_tail` checked it, but
-        another process may have made the conversation since: what was read from
-        the store for it (recall's turns, a read-back) is only handed out after
-        this has asked the store whose the conversation is now.
-        """
-        if tail.owner is None:
-            info = await self.db.get_conversation(conversation, tenant=tenant)
-            if info is not None:
-                with tail.lock:
-                    tail.owner = info.user
-        _check_owner(tail, conversation, tenant, user)
-
-    async def _synced_tail(self, conversation: str, tenant: str) -> Tail:
-        """The conversation's tail, brought up to date with the store (O(new messages)).
-
-        With a store that has change tokens (`SQLiteStore.change_token`), a tail
-        that was current at the store's present token is returned as it is: nothing
-        was written since, by this process or another, so the conversation need
-        not be asked for. Its own appends keep it current (`_grow_tail`).
-        """
-        key = (tenant, conversation)
-        tail = self._tails.get(key)
-        token: tuple[int, int] | None = None
-        if self._change_token is not None:
-            token = await self.db._run(self._change_token)
-            if tail is not None and tail.synced == token:
-                return tail
-        info = await self.db.get_conversation(conversation, tenant=tenant)
-        if tail is None:
-            tail = Tail()
-            if info is not None:
-                # cold start (once per conversation per process)
-                tail.owner = info.user
-                await self._load_tail(tail, conversation, tenant, info)
-            self._tails.put(key, tail)
-            tail.synced = token  # if the load wrote counts, the token moved on: checked again
-            return tail
-        with tail.lock:
-            tail.synced = None  # until brought up to date below
-            if info is not None:
-                tail.owner = info.user
-        if info is not None and info.last_seq > tail.last_seq:
-            if info.last_seq - tail.last_seq > _RELOAD_AFTER:
-                # Much was written elsewhere (another process imported, say): read
-                # the tail afresh, as a new process would, instead of every message.
-                await self._load_tail(tail, conversation, tenant, info)
-                tail.synced = token
-                return tail
-            # another process wrote: take its messages and any newer summary
-            new = await self.db.read(conversation, tenant=tenant, after_seq=tail.last_seq)
-            self._absorb(tail, new)
-            with tail.lock:
-                tail.total_tokens = info.token_total
-            latest = await self.db.latest_summary(conversation, tenant=tenant)
-            if latest is not None and (
-                tail.summary is None or latest.version != tail.summary.version
-            ):
-                self._apply_summary(tail, latest)
-        with tail.lock:
-            tail.synced = token
-        return tail
-
-    async def _load_tail(
-        self, tail: Tail, conversation: str, tenant: str, info: ConversationInfo
-    ) -> None:
-        """(Re)fill ``tail`` from the store: the summary, the newest messages after it, totals."""
-        summary = await self.db.latest_summary(conversation, tenant=tenant)
-        msgs = await self.db.read_tail(
-            conversation, tenant=tenant, max_tokens=2 * self.window_tokens,
-            after_seq=summary.upto_seq if summary else 0, counter=self.engine.count_key,
-        )  # fmt: skip
-        users = await self.db.count_messages(conversation, tenant=tenant, role="user")
-        before = users - sum(1 for m in msgs if m.role == "user")
-        covered = await self._covered_tokens(conversation, tenant, summary, info.token_total)
-        with tail.lock:
-            newer = (
-                tail.summary
-                if tail.summary and summary and tail.summary.version > summary.version
-                else None
-            )
-            tail.messages.clear()
-            tail.costs.clear()
-            tail.tokens = tail.user_turns = tail.last_seq = 0
-            tail.summary = summary
-        # Messages stored with no count (a bulk import cut short before its newest
-        # were counted) are counted now, and those counts stored.
-        uncounted = [m for m in msgs if not m._token_cache]
-        absorbed = self._absorb(tail, msgs, uncounted)
-        added = 0
-        if absorbed:
-            ms, vs, ns = zip(*absorbed, strict=True)
-            await self.db._run(
-                functools.partial(self._store_counts, conversation, tenant, ms, vs, ns)
-            )
-            added = sum(ns)
-        with tail.lock:
-            tail.user_turns += before
-            tail.last_seq = max(tail.last_seq, info.last_seq)
-            tail.total_tokens = info.token_total + added
-            tail.covered_tokens = covered
-        if newer is not None:  # adopted meanwhile by a background summary of this process
-            self._apply_summary(tail, newer)
-
-    async def _covered_tokens(
-        self, conversation: str, tenant: str, summary: Summary | None, total: int
-    ) -> int:
-        """Stored tokens of the messages a summary covers (recorded with it in its meta)."""
-        if summary is None:
-            return 0
-        recorded = summary.meta.get("covered_tokens")
-        if isinstance(recorded, int):
-            return recorded
-        _, after = await self.db.token_total(
-            conversation, tenant=tenant, after_seq=summary.upto_seq
-        )
-        return max(0, total - after)
-
-    def _absorb(
-        self, tail: Tail, messages: Sequence[Message], report: Sequence[Message] = ()
-    ) -> list[tuple[Message, tuple[Message, Sequence[Offload]], int]]:
-        """Push stored ``messages`` (their views) onto the tail; returns
-        ``(message, (view, offloads), cost)`` of those that are in ``report``."""
-        counter, ov = self.engine.counter, self.engine.overhead
-        wanted = {id(m) for m in report}
-        out: list[tuple[Message, tuple[Message, Sequence[Offload]], int]] = []
-        for m in messages:
-            made = self._view(m)
-            cost = count_message(counter, made[0], ov)
-            self._push(tail, made[0], cost)
-            if id(m) in wanted:
-                out.append((m, made, cost))
-        return out
-
-    def _apply_summary(self, tail: Tail, summary: Summary, written: _Written = None) -> None:
-        """Adopt a new summary: drop tail messages it covers.
-
-        ``written`` are the store's change tokens around the write that saved it,
-        when this process saved it: a tail that was current just before that write
-        stays current (see `_tail`), so the next build need not ask the store.
-        """
-        with tail.lock:
-            if written and tail.synced == written[0]:
-                tail.synced = written[1]
-            if tail.summary is not None and tail.summary.version >= summary.version:
-                return
-            tail.summary = summary
-            recorded = summary.meta.get("covered_tokens")
-            if isinstance(recorded, int):
-                tail.covered_tokens = recorded
-            while tail.messages and (tail.messages[0].seq or 0) <= summary.upto_seq:
-                tail.messages.popleft()
-                tail.tokens -= tail.costs.popleft()
 
     async def build(
         self,
+        /,
         conversation: str,
         message: str | Message | None,
         *,
@@ -872,7 +424,7 @@ class Conversations:
                 conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
             )  # fmt: skip
             urgency = self._check(tail, budget)
-        history, turns, summary_rec = tail.snapshot()
+        history, turns, summary_rec, seen = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
         built = await self.engine.build(
             current, history=history, budget=budget, summary=summary, tenant=tenant,
@@ -884,6 +436,7 @@ class Conversations:
         # nothing behind, or a retry would store the message twice.
         if store_message and current is not None:
             await self._append(conversation, [current], tenant, user, index_later=False)
+        built.report.last_seq = seen
         built.report.compaction = {
             "urgency": urgency.urgency,
             "live_tokens": urgency.current_tokens,
@@ -899,72 +452,13 @@ class Conversations:
         return built
 
     def _can_cut(self, tail: Tail) -> bool:
-        """Whether a first summary could cover anything (`summary_boundary` > 0).
-
-        A tail that does not start at the conversation's first message has older
-        messages before it, which a summary covers; one that does holds the whole
-        conversation, and the boundary is computed on it. One unit a summary cannot
-        cut (a call with all its results) then costs no compaction per build.
-        """
-        with tail.lock:
-            if not tail.messages or (tail.messages[0].seq or 0) > 1:
-                return bool(tail.messages)
-            messages = list(tail.messages)
-        return summary_boundary(messages, self.compaction.keep_recent_messages) > 0
+        return can_cut(tail, self.compaction.keep_recent_messages)
 
     def _check(self, tail: Tail, budget: Budget | int | None) -> CompactionCheck:
-        """How big the live conversation is (summary + everything after it), O(tail).
-
-        No emergency zone here: the window already keeps every build within its
-        budget; the zone (95 % of the budget) is for callers who send whole histories.
-        """
-        window = self._window_allowance(budget)
-        keep = self.compaction.keep_recent_messages
-        acc = kept = 0
-        in_window: int | None = None
-        with tail.lock:  # newest first, past the window and the kept ones (no copy)
-            summary = tail.summary
-            n = len(tail.messages)
-            last = tail.last_seq
-            for k, cost in enumerate(reversed(tail.costs)):
-                acc += cost
-                if k < keep:
-                    kept = acc  # the newest messages, which a summary must leave out
-                if in_window is None and acc > window:
-                    in_window = k
-                if in_window is not None and k + 1 >= keep:
-                    break
-        summary_tokens = summary.tokens if summary else 0
-        unsummarized = tail.unsummarized_tokens
-        # The summary triggers count what lies outside the window and a summary may
-        # cover: not the newest ``keep_recent_messages``, even where the window
-        # cannot show them all (else every build found a summary due that could
-        # cover almost nothing). By seq (gapless), so that messages older than the
-        # tail count too, uncounted ones (a bulk import) included.
-        pending = max(0, last - (summary.upto_seq if summary else 0))
-        coverable = max(0, pending - keep)
-        outside_msgs = min(max(0, pending - (n if in_window is None else in_window)), coverable)
-        if n >= min(keep, pending):
-            coverable_tokens = max(0, unsummarized - kept)
-        else:  # the kept messages reach back past the tail: share the tokens evenly
-            coverable_tokens = unsummarized * coverable // pending
-        outside = min(max(0, unsummarized - window), coverable_tokens)
-        return check(
-            self.compaction, live_tokens=summary_tokens + unsummarized,
-            unsummarized_messages=outside_msgs, unsummarized_tokens=outside,
-        )  # fmt: skip
-
-    def _budget_tokens(self, budget: Budget | int | None) -> int | None:
-        if isinstance(budget, int):
-            return budget
-        if isinstance(budget, Budget):
-            return budget.input_tokens
-        return self.engine.budget.input_tokens if self.engine.budget else None
+        return live_check(self.compaction, tail, self._window_allowance(budget))
 
     def _window_allowance(self, budget: Budget | int | None) -> int:
-        total = self._budget_tokens(budget) or self.window_tokens
-        b = budget if isinstance(budget, Budget) else self.engine.budget or Budget(total)
-        return int(total * b.weights()["recent"])
+        return window_allowance(self.engine.budget, self.window_tokens, budget)
 
     async def check(
         self,
@@ -1034,26 +528,6 @@ class Conversations:
             assert last is not None  # stored messages carry their seq
             seq = last
 
-    def messages_sync(
-        self,
-        conversation: str,
-        *,
-        tenant: str = "default",
-        user: str = "anonymous",
-        after_seq: int = 0,
-    ) -> list[Message]:
-        """`messages` for code without an event loop, as a list."""
-
-        async def collect() -> list[Message]:
-            return [
-                m
-                async for m in self.messages(
-                    conversation, tenant=tenant, user=user, after_seq=after_seq
-                )
-            ]
-
-        return self._run(collect())
-
     async def wait_idle(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> None:
         """Wait until every background job this process enqueued has run (tests, shutdown).
 
@@ -1069,9 +543,6 @@ class Conversations:
     async def jobs(self, *, tenant: str | None = None, state: str | None = None) -> list[Job]:
         """The background jobs in the queue: pending, running, and ``failed`` ones with their error."""
         return await self._runner.jobs.jobs(tenant=tenant, state=state)
-
-    def jobs_sync(self, *, tenant: str | None = None, state: str | None = None) -> list[Job]:
-        return self._run(self.jobs(tenant=tenant, state=state))
 
     # -- compaction (`Compactor`) ------------------------------------------------------------
 
@@ -1100,17 +571,8 @@ class Conversations:
     # -- sync facade ---------------------------------------------------------------------
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            coro.close()
-            raise UserError("this is the sync API; inside an event loop use the async methods")
-        with self._sync_lock:
-            if self._loop is None or self._loop.is_closed():
-                self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(coro)
+        """Run ``coro`` on the sync API's private loop."""
+        return self._sync.run(coro)
 
     def append_sync(
         self,
@@ -1132,57 +594,31 @@ class Conversations:
             messages = [messages]
         bulk = len(messages) >= self.compaction.summary_message_threshold
         if bulk:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                raise UserError("this is the sync API; inside an event loop use the async methods")
-        batch, views, tokens = self._prepare(messages)
-        stored, written = self._store(conversation, batch, views, tokens, tenant, user)
-        self._grow_tail(conversation, tenant, user, stored, views, tokens, written=written)
+            no_running_loop()
+        writes = self._writes
+        batch, views, tokens = writes.prepare(messages)
+        stored, written = writes.store_batch(conversation, batch, views, tokens, tenant, user)
+        self._keeper.grow(conversation, tenant, user, stored, views, tokens, written=written)
         if bulk and len(stored) >= self.compaction.summary_message_threshold:
-            self._run(self._summarise_if_due(conversation, tenant, user))
+            self._sync.run(self._summarise_if_due(conversation, tenant, user))
         else:
             self._index_later(conversation, tenant)
         return stored
 
-    def import_sync(
-        self,
-        conversation: str,
-        messages: Iterable[Message],
-        *,
-        tenant: str = "default",
-        user: str = "anonymous",
-        batch_size: int = 1000,
-        progress: Callable[[int], object] | None = None,
-        optimize_index: bool = False,
-    ) -> list[Message]:
-        """`import_messages` for code without an event loop (the store is called inline)."""
-        return self._run(
-            self.import_messages(
-                conversation, messages, tenant=tenant, user=user, batch_size=batch_size,
-                progress=progress, optimize_index=optimize_index,
-            )
-        )  # fmt: skip
-
-    def build_sync(
-        self, conversation: str, message: str | Message | None, **kw: Any
-    ) -> BuiltContext:
-        return self._run(self.build(conversation, message, **kw))
-
-    def compact_sync(self, conversation: str, **kw: Any) -> CompactionResult:
-        return self._run(self.compact(conversation, **kw))
-
-    def wait_idle_sync(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> None:
-        self._run(self.wait_idle(timeout, all_jobs=all_jobs))
+    import_sync = sync_twin(import_messages)
+    build_sync = sync_twin(build)
+    compact_sync = sync_twin(compact)
+    check_sync = sync_twin(check)
+    read_back_sync = sync_twin(read_back)
+    messages_sync = sync_list(messages)
+    jobs_sync = sync_twin(jobs)
+    wait_idle_sync = sync_twin(wait_idle)
 
     def close(self) -> None:
         """Let background jobs finish (up to 10 s), stop the background thread,
         and close the store. Also at the end of a ``with`` or ``async with`` block."""
         self._runner.close(10.0)
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.close()
+        self._sync.close()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()

@@ -1,6 +1,6 @@
 """`SQLiteJobs`: the `Jobs` queue in an `SQLiteStore`'s file, shared by every process that opens it.
 
-The ``jobs`` table (migration ``m006_jobs``) holds pending, running and failed
+The ``jobs`` table (migration ``m007_jobs``) holds pending, running and failed
 jobs; a completed job is deleted. Every call is one transaction on the store's
 connection (`SQLiteStore._tx`): ``BEGIN IMMEDIATE`` for the writes, so a claim's
 "find the oldest due job, mark it mine" cannot interleave with another

@@ -1,0 +1,307 @@
+"""Reading stored conversations into their in-process tails, and keeping those current.
+
+`TailKeeper` owns the `TailCache` of a `Conversations`. Every read or write of a
+conversation starts with `TailKeeper.tail`: one cheap query for the
+conversation's version (`Store.version`); a cached tail at that version is
+current, whatever any process wrote before; another catches up with what is new
+(O(new messages)) or is read afresh, as a new process would. Writes of this
+process add what they stored (`grow`) and adopt the summaries they saved
+(`apply_summary`), following the version they left (`Tail.follow`), so that the
+next build need not catch up. Nothing here is needed for correctness: dropping
+every tail at any moment changes no build.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..model._messages import Message
+from ..stores import ConversationInfo, Summary
+from ..stores._records import not_owner
+from ..tokens._frame import count_message
+from ._tail import Tail, TailCache
+from ._write_path import Offload
+
+if TYPE_CHECKING:
+    from ._conversations import Conversations
+
+__all__ = ["TailKeeper"]
+
+# More new messages than this from another process, and a tail is read afresh (as
+# at a cold start) instead of taking in every one of them.
+_RELOAD_AFTER = 256
+
+
+def _check_owner(tail: Tail, conversation: str, tenant: str, user: str) -> None:
+    """`InvalidMessageError` (``user``) if the conversation is known to be another user's."""
+    if tail.owner is not None and tail.owner != user:
+        raise not_owner(conversation, tenant, user)
+
+
+class TailKeeper:
+    """The tails of a `Conversations` (``c``: its store, engine and window), kept current."""
+
+    def __init__(self, conv: Conversations, cache: TailCache) -> None:
+        self.c = conv
+        self.cache = cache
+
+    async def tail(self, conversation: str, tenant: str, user: str) -> Tail:
+        """The conversation's tail, up to date, for ``user`` only.
+
+        Every public method that reads or writes a stored conversation starts
+        here (`append` and `import_messages` are refused by the store as well): a
+        conversation belongs to the user who first wrote to it, and anyone else
+        gets `InvalidMessageError` (``user``, `_check_owner`) before anything of
+        it is read or written. The tail learns its owner before any message
+        enters it; see `_owned` for one that knows none yet.
+        """
+        tail = await self.synced(conversation, tenant)
+        _check_owner(tail, conversation, tenant, user)
+        return tail
+
+    async def owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None:
+        """`_tail`'s check again, after reading, for a tail that knew no owner.
+
+        Such a tail had nothing of the conversation when `_tail` checked it, but
+        another process may have made the conversation since: what was read from
+        the store for it (recall's turns, a read-back) is only handed out after
+        this has asked the store whose the conversation is now.
+        """
+        if tail.owner is None:
+            info = await self.c.db.get_conversation(conversation, tenant=tenant)
+            if info is not None:
+                with tail.lock:
+                    tail.owner = info.user
+        _check_owner(tail, conversation, tenant, user)
+
+    async def synced(self, conversation: str, tenant: str) -> Tail:
+        """The conversation's tail, brought up to date with the store (O(new messages)).
+
+        The cached tail is an accelerator keyed by the conversation's version
+        (`Store.version`, one cheap query): at the version it was last current at,
+        nothing was written since, by this process or another, and it is returned
+        as it is (its own writes keep it current: `Tail.follow`). Otherwise it
+        catches up with what is new (messages, counts, a newer summary), or is read
+        afresh when much is new; a conversation with no cached tail is read from the
+        store, as a new process would.
+        """
+        key = (tenant, conversation)
+        tail = self.cache.get(key)
+        version = await self.c.db.version(conversation, tenant=tenant)
+        if tail is not None and tail.version == version:
+            return tail
+        info = await self.c.db.get_conversation(conversation, tenant=tenant)
+        if tail is None:
+            tail = Tail()
+            if info is not None:
+                tail.owner = info.user
+                written = await self.load(tail, conversation, tenant, info)
+                with tail.lock:
+                    tail.version = info.version
+                    tail.follow(written)  # the load stored counts it made: still current
+            else:
+                tail.version = 0  # no such conversation (yet)
+            self.cache.put(key, tail)
+            return tail
+        if info is None:  # not made yet: the tail has nothing either
+            with tail.lock:
+                tail.version = 0
+            return tail
+        with tail.lock:
+            tail.version = None  # until brought up to date below
+            tail.owner = info.user
+        if info.last_seq - tail.last_seq > _RELOAD_AFTER:
+            # Much was written elsewhere (another process imported, say): read
+            # the tail afresh, as a new process would, instead of every message.
+            written = await self.load(tail, conversation, tenant, info)
+            with tail.lock:
+                tail.version = info.version
+                tail.follow(written)
+            return tail
+        if info.last_seq > tail.last_seq:  # another writer's messages
+            new = await self.c.db.read(
+                conversation, tenant=tenant, after_seq=tail.last_seq, upto_seq=info.last_seq
+            )
+            self.absorb(tail, new)
+        latest = await self.c.db.latest_summary(conversation, tenant=tenant)
+        if latest is not None and (tail.summary is None or latest.version > tail.summary.version):
+            self.apply_summary(tail, latest)
+        with tail.lock:
+            # the store's running total (counts stored since by anyone included)
+            tail.total_tokens = info.token_total
+            tail.version = info.version
+        return tail
+
+    async def load(
+        self, tail: Tail, conversation: str, tenant: str, info: ConversationInfo
+    ) -> int | None:
+        """(Re)fill ``tail`` from the store: the summary, the newest messages after it, totals.
+
+        Returns the version left by storing the counts of messages it found
+        uncounted (None if it stored none, or the store does not say).
+        """
+        summary = await self.c.db.latest_summary(conversation, tenant=tenant)
+        msgs = await self.c.db.read_tail(
+            conversation, tenant=tenant, max_tokens=2 * self.c.window_tokens,
+            after_seq=summary.upto_seq if summary else 0, counter=self.c.engine.count_key,
+        )  # fmt: skip
+        users = await self.c.db.count_messages(conversation, tenant=tenant, role="user")
+        before = users - sum(1 for m in msgs if m.role == "user")
+        covered = await self.covered_tokens(conversation, tenant, summary, info.token_total)
+        with tail.lock:
+            newer = (
+                tail.summary
+                if tail.summary and summary and tail.summary.version > summary.version
+                else None
+            )
+            tail.clear_messages()
+            tail.user_turns = tail.last_seq = 0
+            tail.set_summary(summary)
+        # Messages stored with no count (a bulk import cut short before its newest
+        # were counted) are counted now, and those counts stored.
+        uncounted = [m for m in msgs if not m._token_cache]
+        absorbed = self.absorb(tail, msgs, uncounted)
+        added = 0
+        written: int | None = None
+        if absorbed:
+            ms, vs, ns = zip(*absorbed, strict=True)
+            written = await self.c.db._run(
+                functools.partial(self.c._writes.store_counts, conversation, tenant, ms, vs, ns)
+            )
+            added = sum(ns)
+        with tail.lock:
+            tail.user_turns += before
+            tail.last_seq = max(tail.last_seq, info.last_seq)
+            tail.total_tokens = info.token_total + added
+            tail.covered_tokens = covered
+        if newer is not None:  # adopted meanwhile by a background summary of this process
+            self.apply_summary(tail, newer)
+        return written
+
+    async def covered_tokens(
+        self, conversation: str, tenant: str, summary: Summary | None, total: int
+    ) -> int:
+        """Stored tokens of the messages a summary covers (recorded with it in its meta)."""
+        if summary is None:
+            return 0
+        recorded = summary.meta.get("covered_tokens")
+        if isinstance(recorded, int):
+            return recorded
+        _, after = await self.c.db.token_total(
+            conversation, tenant=tenant, after_seq=summary.upto_seq
+        )
+        return max(0, total - after)
+
+    def absorb(
+        self, tail: Tail, messages: Sequence[Message], report: Sequence[Message] = ()
+    ) -> list[tuple[Message, tuple[Message, Sequence[Offload]], int]]:
+        """Push stored ``messages`` (their views) onto the tail; returns
+        ``(message, (view, offloads), cost)`` of those that are in ``report``."""
+        counter, ov = self.c.engine.counter, self.c.engine.overhead
+        wanted = {id(m) for m in report}
+        out: list[tuple[Message, tuple[Message, Sequence[Offload]], int]] = []
+        for m in messages:
+            made = self.c._writes.view(m)
+            cost = count_message(counter, made[0], ov)
+            self.push(tail, made[0], cost)
+            if id(m) in wanted:
+                out.append((m, made, cost))
+        return out
+
+    def apply_summary(self, tail: Tail, summary: Summary, written: int | None = None) -> None:
+        """Adopt a new summary: drop tail messages it covers.
+
+        ``written`` is the version that the write which saved it left, when this
+        process saved it: a tail that was current just before that write stays
+        current (`Tail.follow`), so the next build need not catch up.
+        """
+        with tail.lock:
+            if written is not None:
+                tail.follow(written)
+            if tail.summary is not None and tail.summary.version >= summary.version:
+                return
+            tail.set_summary(summary)
+            recorded = summary.meta.get("covered_tokens")
+            if isinstance(recorded, int):
+                tail.covered_tokens = recorded
+            while tail.messages and (tail.messages[0].seq or 0) <= summary.upto_seq:
+                tail.pop_oldest()
+
+    def push(self, tail: Tail, message: Message, cost: int) -> None:
+        limit = 2 * self.c.window_tokens  # enough for the largest window, with room to spare
+        with tail.lock:
+            tail.push(message, cost)
+            if (message.seq or 0) > tail.last_seq:
+                tail.total_tokens += cost
+            tail.last_seq = max(tail.last_seq, message.seq or 0)
+            if message.role == "user":
+                tail.user_turns += 1
+            while tail.tokens > limit and len(tail.messages) > 1:
+                tail.pop_oldest()
+
+    def grow(
+        self,
+        conversation: str,
+        tenant: str,
+        user: str,
+        stored: list[Message],
+        views: list[tuple[Message, Sequence[Offload]]],
+        tokens: list[int],
+        first: int = 0,
+        written: int | None = None,
+    ) -> None:
+        """Add freshly stored messages to the tail, if nobody else wrote in between.
+
+        ``written`` is the conversation's version that the write which stored them
+        left: a tail that was current at the version before stays current after it.
+
+        ``views`` and ``tokens`` belong to ``stored[first:]``; the messages before
+        ``first`` were stored uncounted by a bulk import (see `_settle`), which
+        counted enough of the newest ones to fill the tail. Only the newest
+        messages that fit the tail's limit stay in it, so only those get a prompt
+        copy: a bulk batch of 1,000 used to copy and push all 1,000 and pop most of
+        them again. The running totals count every counted message, as the store's
+        do. The result is what `_push`-ing them one by one would leave.
+        """
+        tail = self.cache.get((tenant, conversation))
+        if tail is None or not stored:
+            return
+        with tail.lock:  # the store took them for ``user``: it owns the conversation
+            tail.owner = user
+        if tail.last_seq != (stored[0].seq or 0) - 1:
+            return
+        limit = 2 * self.c.window_tokens
+        key = self.c.engine.count_key
+        counted = stored[first:]
+        n = len(counted)
+        start, acc = n - 1, tokens[-1]
+        while start > 0 and acc + tokens[start - 1] <= limit:
+            start -= 1
+            acc += tokens[start]
+        kept: list[Message] = []
+        for j in range(start, n):
+            saved, view = counted[j], views[j][0]
+            # An unchanged message is its own view, and the store's copy of it (same
+            # parts) is that view with seq and created_at: no copy needed.
+            if view.parts is not saved.parts:
+                saved = view._stamped(saved.seq or 0, saved.created_at)
+            saved._token_cache[key] = tokens[j]  # popping it later needs no recount
+            kept.append(saved)
+        users = sum(1 for m in stored if m.role == "user")
+        with tail.lock:
+            tail.follow(written)
+            last = tail.last_seq
+            for saved, cost in zip(counted, tokens, strict=True):
+                seq = saved.seq or 0
+                if seq > last:
+                    tail.total_tokens += cost
+                    last = seq
+            tail.last_seq = max(last, stored[-1].seq or 0)
+            tail.user_turns += users
+            if start > 0 or first > 0:  # the batch alone fills the tail: nothing older stays
+                tail.clear_messages()
+            while tail.messages and tail.tokens + acc > limit:
+                tail.pop_oldest()
+            tail.extend(kept, tokens[start:])
