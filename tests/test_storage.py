@@ -967,7 +967,8 @@ def test_property_parts_are_stored_as_the_neutral_json_form(messages):
 
 @given(st.text(max_size=200))
 def test_property_segment_skips_only_text_without_cjk(text):
-    from contextwright.stores.sqlite._fts import _CJK_RUN, _split_run
+    from contextwright.text._terms import CJK_RUN as _CJK_RUN
+    from contextwright.text._terms import split_run as _split_run
 
     assert segment(text) == _CJK_RUN.sub(_split_run, text)
 

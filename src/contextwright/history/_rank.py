@@ -59,6 +59,8 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ConfigError
 from ..model._messages import Message
 from ..stores import MessageOutline
+from ..text._terms import RECALL_STOP_WORDS as STOP_WORDS
+from ..text._terms import WORD as _WORD
 
 if TYPE_CHECKING:
     from ..memory import Embedder
@@ -67,20 +69,6 @@ __all__ = [
     "IndexedTurn", "QueryAnalysis", "RankWeights", "TurnIndex", "TurnRanker", "analyse", "speaker_map",
 ]  # fmt: skip
 
-# Function words that carry no topic, and the scaffolding of questions ("what
-# kind of…", "how many…"). Questions are full of them, and with BM25 over OR-ed
-# terms each one still adds to the score of every turn that has it.
-_STOP = """a about after again all also am an and any are as at be been before being both
-    but by can could did do does doing done for from had has have having he her here
-    hers herself him himself his how i if in into is it its itself just me might more
-    most my myself no nor not now of off on once only or other our ours out over own
-    same she should so some such than that the their theirs them themselves then there
-    these they this those through to too under until up us very was we were what when
-    where which while who whom whose why will with would you your yours yourself s t
-    don didn doesn isn wasn weren won ll re ve d m
-    kind type types sort thing things something anything ever recently many much lot"""
-STOP_WORDS = frozenset(_STOP.split())
-_WORD = re.compile(r"[^\W\d_]+|\d+")
 # English month names, whatever the process locale (`calendar.month_name` follows LC_TIME)
 _MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August",
                 "September", "October", "November", "December")  # fmt: skip

@@ -25,7 +25,8 @@ from ..llm._embed import (
 from ..stores._cache import user_memory_tag
 from ..stores._memory import CATEGORIES, InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
 from ..stores.sqlite._memory import SQLiteMemoryStore
-from ..text._hybrid import SearchWeights, VectorIndex
+from ..text._scores import SearchWeights
+from ..text._vectors import VectorIndex
 from ._extract import KINDS, RuleExtractor
 from ._extract_llm import LLMExtractor
 from ._extracted import Extracted, Extractor, dedupe_key

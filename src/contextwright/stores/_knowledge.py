@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..text._lexical import lexical_score, terms
+from ..text._scores import lexical_score
+from ..text._terms import terms
 
 __all__ = ["InMemoryKnowledgeStore", "KnowledgeHit", "KnowledgeStore", "Passage"]
 

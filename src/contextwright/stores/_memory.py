@@ -33,7 +33,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError, InvalidMessageError
 from ..model._checks import check_unicode, unicode_problem
-from ..text._lexical import lexical_score, terms
+from ..text._scores import lexical_score
+from ..text._terms import terms
 from ._cache import cache_namespace
 
 __all__ = [

@@ -3,7 +3,7 @@ compaction log, working memory, pins and search (see ``_memory.py``).
 
 Each role is a small class over the shared `MemoryState`; their checks are the
 SQLite store's (``_rows.py``), so the same bad input raises the same error.
-Search is a plain scan scoring the query's terms (``_fts.query_units``: words,
+Search is a plain scan scoring the query's terms (``text/_query.py`` `message_units`: words,
 CJK bigrams and runs) by how rare they are among the candidates: it finds what
 the SQLite backend finds for unstemmed words; its scores are its own.
 """
@@ -18,12 +18,13 @@ from typing import Any
 
 from ..._errors import ConfigError, InvalidMessageError, StoreError, SummaryConflictError
 from ...model._messages import ROLES
+from ...text._query import message_units as query_units
+from ...text._terms import INDEX_WORD as WORD
 from .._contract import Written
 from .._records import CompactionEntry, PinnedItem, SearchHit, Summary, WorkingItem
 from ..sqlite import _rows
-from ..sqlite._fts import index_text, query_units
+from ..sqlite._fts import index_text
 from ._state import (
-    WORD,
     Conversation,
     MemoryState,
     Stored,

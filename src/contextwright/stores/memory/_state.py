@@ -12,7 +12,6 @@ under the lock stays a consistent snapshot after it is released.
 from __future__ import annotations
 
 import itertools
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,8 +33,6 @@ from .._records import (
 from ..sqlite import _rows
 
 __all__ = ["MemoryState"]
-
-WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,25 +1,13 @@
-"""What the full-text index holds for a message, and how a user's query becomes FTS5.
+"""What the full-text index holds for a message, its rows, and the searches run on it.
 
 Chinese and Japanese are written without spaces, and FTS5's ``unicode61``
 tokenizer makes a whole run of CJK characters one token, so "上海" would never
 match "我在上海工作". There are two ways out (docs/design-notes.md, Search): the ``trigram``
 tokenizer
 (SQLite >= 3.34) or segmentation. We segment, the simplest way that needs no
-dictionary: every CJK run is written into the index as its overlapping bigrams
-plus its last character alone ("在上海工作" → "在上 上海 海工 工作 作"); the rest
-of the text is left to ``unicode61`` with the Porter stemmer, so English gets
-word tokens, stemming and BM25 over words. A query is segmented the same way:
-
-- a CJK run of two or more characters becomes the phrase of its bigrams (an
-  exact substring match) OR-ed with each bigram (partial matches still rank);
-- a single CJK character becomes the prefix query ``"上"*``, which matches the
-  bigrams it starts and the lone last character of a run, i.e. every position;
-- any other word becomes a quoted term.
-
-The terms are joined with OR and ranked by BM25, so a message matching more and
-rarer terms ranks higher. Every term is double-quoted (with ``"`` doubled) and
-built only from letters and digits, so no FTS5 syntax from the user survives:
-``"foo OR`` or ``NEAR(`` are searched as words, never parsed.
+dictionary (``text/_terms.py`` `segment`: CJK runs as overlapping bigrams, the rest
+left to ``unicode61`` with the Porter stemmer), and a query is segmented the same
+way (``text/_query.py``: `match_query`, `unit_expressions`).
 
 Measured on the development machine (20,000 synthetic messages, half English,
 half Chinese, contentless tables, SQLite 3.40): trigram indexed 45k msgs/s
@@ -41,15 +29,16 @@ without spaces are indexed as whole runs (a known limit).
 
 from __future__ import annotations
 
-import itertools
 import json
-import re
 import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from ...model._messages import Message
 from ...model._parts import ToolCallPart
+from ...text._query import any_of, match_query, unit_expressions
+from ...text._query import message_units as query_units
+from ...text._terms import segment
 from .._records import MessageOutline
 from . import _rows
 
@@ -65,21 +54,9 @@ __all__ = [
     "match_query",
     "query_units",
     "segment",
-    "starts_cjk",
     "unit_expressions",
     "write_index",
 ]  # fmt: skip
-
-# Han (with extension A and compatibility ideographs), kana, 々 and the
-# half-width katakana block: the scripts written without spaces between words.
-_CJK = "\u3005\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-# A query term: a CJK run, or a run of other letters and digits (as unicode61
-# sees tokens: underscore and punctuation separate).
-_QUERY_TERM = re.compile(f"(?P<cjk>[{_CJK}]+)|(?P<word>(?:(?![{_CJK}])[^\\W_])+)")
-_ASCII_TERM = re.compile(r"[A-Za-z0-9]+")  # the word of `_QUERY_TERM` in ASCII text
-_MAX_TERMS = 64  # see `query_units`
-
 
 SEQ_BITS = 32  # a conversation's messages: seq < 2**32
 
@@ -135,34 +112,6 @@ def write_index(conn: sqlite3.Connection, messages: Iterable[tuple[int, Message]
             conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", rows)
 
 
-def _bigrams(run: str) -> list[str]:
-    return [run[i : i + 2] for i in range(len(run) - 1)]
-
-
-def _split_run(match: re.Match[str]) -> str:
-    run = match.group(0)
-    if len(run) == 1:
-        return f" {run} "
-    return " " + " ".join(_bigrams(run)) + f" {run[-1]} "
-
-
-def starts_cjk(text: str) -> bool:
-    """Whether ``text`` starts with a character of a script written without spaces."""
-    return _CJK_RUN.match(text) is not None
-
-
-def segment(text: str) -> str:
-    """``text`` as the index stores it: CJK runs split into bigrams, the rest unchanged.
-
-    ASCII text (all of most tool output and English) cannot hold a CJK run: the
-    check is a C scan at memory speed, where the regex walked every character
-    (85 ms of a 10,000-message import holding 7.5 MB of text).
-    """
-    if text.isascii():
-        return text
-    return _CJK_RUN.sub(_split_run, text)
-
-
 def index_text(message: Message) -> str:
     """The searchable text of a message: its text, tool results, and tool calls' names and arguments."""
     text = message.text
@@ -172,62 +121,6 @@ def index_text(message: Message) -> str:
     if calls:
         text = "\n".join([text, *(f"{c.name} {c.arguments}" for c in calls)])
     return text
-
-
-def _quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
-def query_units(query: str) -> list[tuple[str, str]]:
-    """The terms of ``query`` as the index is searched, in order, each as ``(kind, text)``.
-
-    Kinds (see the module docstring): ``"word"`` (any non-CJK run of letters and
-    digits), ``"prefix"`` (a lone CJK character), ``"phrase"`` (a CJK run of three
-    or more characters: its bigrams in a row) and ``"gram"`` (one bigram of a run).
-    Repeats are dropped, and all after the first 64: a pasted essay as a query
-    should not make a search of thousands of terms. `match_query` and
-    `unit_expressions` write them as FTS5.
-    """
-    if query.isascii():  # no CJK run: only words (a C scan, then one findall)
-        words = dict.fromkeys(_ASCII_TERM.findall(query))
-        return [("word", w) for w in itertools.islice(words, _MAX_TERMS)]
-    units: list[tuple[str, str]] = []
-    for m in _QUERY_TERM.finditer(query):
-        cjk = m.group("cjk")
-        if cjk is None:
-            units.append(("word", m.group("word")))
-        elif len(cjk) == 1:
-            units.append(("prefix", cjk))
-        else:
-            grams = _bigrams(cjk)
-            if len(grams) > 1:
-                units.append(("phrase", cjk))
-            units.extend(("gram", g) for g in grams)
-    return list(dict.fromkeys(units))[:_MAX_TERMS]
-
-
-def unit_expressions(query: str) -> list[str]:
-    """Each term of ``query`` (`query_units`) as its own FTS5 expression, in order."""
-    terms: list[str] = []
-    for kind, text in query_units(query):
-        if kind == "prefix":
-            terms.append(_quote(text) + "*")
-        elif kind == "phrase":
-            terms.append(_quote(" ".join(_bigrams(text))))
-        else:
-            terms.append(_quote(text))
-    return terms
-
-
-def any_of(expressions: Iterable[str]) -> str | None:
-    """The FTS5 expression matching any of ``expressions`` in column ``body`` (None if none)."""
-    terms = list(expressions)
-    return "body : (" + " OR ".join(terms) + ")" if terms else None
-
-
-def match_query(query: str) -> str | None:
-    """The FTS5 expression for ``query`` on column ``body``, or None if it has no terms."""
-    return any_of(unit_expressions(query))
 
 
 # -- searching a conversation's messages ------------------------------------------------------

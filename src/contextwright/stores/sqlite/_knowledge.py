@@ -2,10 +2,10 @@
 
 Documents are cut by `chunk_document` (headings → paragraphs → sentences, with
 overlap) and each chunk is stored in ``knowledge_chunks`` with its source, heading
-path and metadata, indexed in ``knowledge_fts`` (CJK bigrams, ``stores/sqlite/_fts.py``)
+path and metadata, indexed in ``knowledge_fts`` (CJK bigrams, ``text/_terms.py``)
 and, with an embedder, as a vector in ``knowledge_vectors`` (tables:
-``stores/sqlite/_migrations.py`` ``m003_knowledge``). Search is the memory part's hybrid
-search (``memory/_search.py``, ``memory/_textindex.py``) without importance and
+``stores/sqlite/_migrations.py`` ``m003_knowledge``). Search is the memory store's hybrid
+search (``_hybrid.py`` `HybridIndex`) without importance and
 recency: a passage's score is its relevance, a similarity in 0..1 — the number
 the rendered passage prints.
 
@@ -36,15 +36,17 @@ from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ...llm._embed import Embedder
 from ...model._checks import check_unicode, unicode_problem
 from ...text._chunk import Chunk, chunk_document
-from ...text._hybrid import SearchWeights, VectorIndex, coverage, idf, query_units
+from ...text._query import query_units
+from ...text._scores import SearchWeights
+from ...text._terms import segment
+from ...text._vectors import VectorIndex
 from ...tokens._count import HeuristicCounter, TokenCounter
 from .. import SQLiteStore
 from .._knowledge import KnowledgeHit, Passage
 from .._knowledge_render import render_passages
 from .._memory import check_limit, check_score
-from ._fts import segment
-from ._memory_text import TextIndex
-from ._vectors import SpaceGuard, VectorCache
+from ._hybrid import HybridIndex
+from ._vectors import SpaceGuard
 from ._worker import WorkerStore
 
 __all__ = ["KnowledgeView", "SQLiteKnowledgeStore"]
@@ -61,6 +63,11 @@ def _category(category: object) -> str:
 def _indexed(heading_path: Sequence[str], content: str) -> str:
     """What the index holds for a chunk: its headings, then its text."""
     return "\n".join([*heading_path, content])
+
+
+def _row_text(row: Sequence[Any]) -> str:
+    """What the index holds for a row of `_COLUMNS`."""
+    return _indexed(json.loads(row[5]), row[7])
 
 
 def _passage(row: Sequence[Any]) -> Passage:
@@ -100,20 +107,19 @@ class SQLiteKnowledgeStore(WorkerStore):
         self.clock = clock
         self.weights = weights or SearchWeights()
         self.counter = counter or HeuristicCounter()
-        self._text = TextIndex("knowledge_fts", "knowledge_chunks c", "c.kid", "knowledge_chunks")
         try:
             self.space = SpaceGuard(self.db, "knowledge", embedder)
         except BaseException:
             self._abandon()
             raise
-        self._vectors = VectorCache(
-            self.space,
-            "SELECT c.kid, c.category, 0, c.active, v.vector FROM knowledge_chunks c "
+        self._index = HybridIndex(
+            self.space, fts="knowledge_fts", rows="knowledge_chunks c", key="c.kid",
+            seq="knowledge_chunks",
+            load_sql="SELECT c.kid, c.category, 0, c.active, v.vector FROM knowledge_chunks c "
             "INDEXED BY knowledge_by_tenant JOIN knowledge_vectors v ON v.kid = c.kid "
             "WHERE c.tid = ? ORDER BY c.kid",
-            cache_rows=cache_rows,
-            exact_max=exact_max,
-        )
+            cache_rows=cache_rows, exact_max=exact_max,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"SQLiteKnowledgeStore({self.db.path!r}, tenant={self.tenant!r})"
@@ -270,7 +276,7 @@ class SQLiteKnowledgeStore(WorkerStore):
             if vectors is not None and kids:
                 index.append(kids, vectors, [category] * len(kids), active=[active] * len(kids))
 
-        self._vectors.after_write(tid, before, after, change)
+        self._index.vectors.after_write(tid, before, after, change)
         return len(chunks)
 
     @staticmethod
@@ -303,7 +309,7 @@ class SQLiteKnowledgeStore(WorkerStore):
             for kid in removed:
                 index.remove(kid)
 
-        self._vectors.after_write(tid, before, after, change)
+        self._index.vectors.after_write(tid, before, after, change)
         return len(removed)
 
     def set_active(self, source: str, active: bool) -> int:
@@ -329,7 +335,7 @@ class SQLiteKnowledgeStore(WorkerStore):
             for kid in kids:
                 index.set_active(kid, bool(active))
 
-        self._vectors.after_write(tid, before, after, change)
+        self._index.vectors.after_write(tid, before, after, change)
         return len(kids)
 
     # -- reads -----------------------------------------------------------------------------
@@ -385,40 +391,19 @@ class SQLiteKnowledgeStore(WorkerStore):
             if found is None:
                 return []
             tid, version, size = found
-            lexical: dict[int, float | None] = {}
-            idfs: list[float] = []
-            if units:
-                dfs = self._text.dfs(conn, units)
-                total = self._text.total(conn)
-                idfs = [idf(d, total) for d in dfs]
-                lexical = self._text.candidates(
-                    conn, units, dfs, token=f"t{tid}", scope_rows=size, total=total,
-                    where=f"c.tid = ? AND c.active = 1{cat_sql}", params=(tid, *cat_params), k=k,
-                )  # fmt: skip
-            vector: list[tuple[int, float]] = []
-            cosines: dict[int, float] = {}
-            index = self._vectors.get(conn, tid, version) if qvec is not None else None
-            if index is not None and qvec is not None:
-                vector = index.nearest(qvec, k, categories=cats)
-                cosines = dict(vector)
-                cosines.update(index.cosines([i for i in lexical if i not in cosines], qvec))
+            cands = self._index.candidates(
+                conn, units, qvec, k, scope=tid, version=version, size=size, token=f"t{tid}",
+                where=f"c.tid = ? AND c.active = 1{cat_sql}", params=(tid, *cat_params),
+                categories=cats,
+            )  # fmt: skip
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM json_each(?) AS j CROSS JOIN knowledge_chunks c "
                 "ON c.kid = j.value CROSS JOIN knowledge_scopes t ON t.tid = c.tid "
                 f"WHERE t.tenant = ? AND c.active = 1{cat_sql}",
-                (json.dumps(sorted({*lexical, *cosines})), self.tenant, *cat_params),
+                (json.dumps(sorted(cands.ids)), self.tenant, *cat_params),
             ).fetchall()
-        lex_rank = {i: r for r, i in enumerate(lexical)}
-        vec_rank = {i: r for r, (i, _) in enumerate(vector)}
-        scored = []
-        for row in rows:
-            text = _indexed(json.loads(row[5]), row[7])
-            rel = self.weights.relevance(
-                coverage(units, idfs, text), cosines.get(row[0]),
-                lexical_rank=lex_rank.get(row[0]), vector_rank=vec_rank.get(row[0]),
-            )  # fmt: skip
-            if rel > 0.0 and rel >= floor:
-                scored.append((min(rel, 1.0), row))
+        found_rows = cands.scored(rows, self.weights, _row_text, floor)
+        scored = [(min(rel, 1.0), row) for rel, row in found_rows]
         scored.sort(key=lambda s: (-s[0], s[1][0]))
         return [KnowledgeHit(_passage(row), score) for score, row in scored[:n]]
 
@@ -451,7 +436,7 @@ class SQLiteKnowledgeStore(WorkerStore):
         return await self._run(functools.partial(self.search_sync, query, limit=limit))
 
     def _release(self) -> None:
-        self._vectors.clear()
+        self._index.clear()
 
 
 class KnowledgeView:

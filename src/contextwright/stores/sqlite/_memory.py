@@ -1,7 +1,7 @@
 """`SQLiteMemoryStore`: long-term memory in the conversations' SQLite file, hybrid search.
 
-Design (the tables: ``stores/sqlite/_migrations.py`` ``m002_memory``; the scores:
-``_search.py``):
+Design (the tables: ``stores/sqlite/_migrations.py`` ``m002_memory``; the search:
+``_hybrid.py``; the scores: ``text/_scores.py``):
 
 - **Same file, same connection.** Given a `SQLiteStore` the memory store uses its
   connection, lock and transactions (one transaction per call, ``BEGIN IMMEDIATE``
@@ -32,7 +32,7 @@ Design (the tables: ``stores/sqlite/_migrations.py`` ``m002_memory``; the scores
   on a worker thread owned by the store, so the event loop never waits on SQLite,
   numpy or the embedding model.
 
-The writes live in ``_writes.py`` (a mixin), the row helpers in ``_rows.py``.
+The writes live in ``_memory_writes.py`` (a mixin), the row helpers in ``_memory_rows.py``.
 
 Measured on the development machine (2 cores, SQLite 3.40; ``bench/bench_memory.py``)
 with 100,000 memories in one scope: ``search_sync`` p50 2.7-2.9 ms / p95 3.5-3.7 ms
@@ -56,16 +56,8 @@ from typing import Any
 
 from ..._errors import InvalidMessageError, StoreError
 from ...llm._embed import Embedder, Vectors
-from ...text._hybrid import (
-    SearchWeights,
-    Unit,
-    coverage,
-    fingerprint,
-    idf,
-    query_units,
-    shingle_similarity,
-    weighted_score,
-)
+from ...text._query import Unit, query_units
+from ...text._scores import SearchWeights, fingerprint, shingle_similarity, weighted_score
 from .. import SQLiteStore
 from .._memory import (
     Memory,
@@ -77,6 +69,7 @@ from .._memory import (
     check_limit,
     check_score,
 )
+from ._hybrid import Candidates, HybridIndex
 from ._memory_rows import (
     COLUMNS,
     FROM,
@@ -87,9 +80,8 @@ from ._memory_rows import (
     scope_params,
     scope_row,
 )
-from ._memory_text import TextIndex
 from ._memory_writes import MemoryWrites
-from ._vectors import SpaceGuard, VectorCache
+from ._vectors import SpaceGuard
 from ._worker import WorkerStore
 
 
@@ -120,20 +112,18 @@ class SQLiteMemoryStore(WorkerStore, MemoryWrites):
         self.weights = weights or SearchWeights()
         self.cache_rows = cache_rows
         self.exact_max = exact_max
-        self._text = TextIndex("memory_fts", "memories m", "m.mid", "memories")
         try:
             self.space = SpaceGuard(self.db, "memory", embedder)
         except BaseException:
             self._abandon()
             raise
-        self._vectors_cache = VectorCache(
-            self.space,
-            "SELECT m.mid, m.category, m.superseded_by IS NOT NULL, m.active, v.vector "
+        self._index = HybridIndex(
+            self.space, fts="memory_fts", rows="memories m", key="m.mid", seq="memories",
+            load_sql="SELECT m.mid, m.category, m.superseded_by IS NOT NULL, m.active, v.vector "
             "FROM memories m INDEXED BY memories_by_scope JOIN memory_vectors v ON v.mid = m.mid "
             "WHERE m.sid = ? ORDER BY m.mid",
-            cache_rows=cache_rows,
-            exact_max=exact_max,
-        )
+            cache_rows=cache_rows, exact_max=exact_max,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"SQLiteMemoryStore({self.db.path!r}, embedder={self.embedder!r})"
@@ -221,22 +211,13 @@ class SQLiteMemoryStore(WorkerStore, MemoryWrites):
         found = self._candidates(scope, units, qvec, max(4 * n, 32), categories, include_superseded)
         if found is None:
             return []
-        rows, lexical, vector, cosines, idfs = found
-        lex_rank = {mid: r for r, mid in enumerate(lexical)}
-        vec_rank = {mid: r for r, (mid, _) in enumerate(vector)}
+        rows, cands = found
         when = self.clock() if now is None else now
-        scored: list[tuple[float, float, int, Any]] = []
-        for row in rows:  # Memory objects only for the hits: 100 json.loads cost 0.4 ms
-            mid = row[0]
-            rel = self.weights.relevance(
-                coverage(units, idfs, row[18]),
-                cosines.get(mid),
-                lexical_rank=lex_rank.get(mid),
-                vector_rank=vec_rank.get(mid),
-            )
-            if rel <= 0.0 or rel < floor:
-                continue
-            scored.append((weighted_score(rel, row[7], when - row[9], self.weights), rel, mid, row))
+        # Memory objects only for the hits: 100 json.loads cost 0.4 ms
+        scored = [
+            (weighted_score(rel, row[7], when - row[9], self.weights), rel, row[0], row)
+            for rel, row in cands.scored(rows, self.weights, lambda r: r[18], floor)
+        ]
         scored.sort(key=lambda h: (-h[0], -h[2]))
         hits = [(s, r, mid, memory_from_row(row)) for s, r, mid, row in scored[:n]]
         self._touch([h[2] for h in hits], when)
@@ -255,17 +236,8 @@ class SQLiteMemoryStore(WorkerStore, MemoryWrites):
         k: int,
         categories: Sequence[str] | None,
         include_superseded: bool,
-    ) -> (
-        tuple[
-            list[Any],
-            dict[int, float | None],
-            list[tuple[int, float]],
-            dict[int, float],
-            list[float],
-        ]
-        | None
-    ):
-        """Rows of the lexical and vector candidates; their BM25s, cosines, and the units' IDFs."""
+    ) -> tuple[list[Any], Candidates] | None:
+        """The rows of the lexical and vector candidates, and what found them (`Candidates`)."""
         cats, cat_params = categories_sql(categories)
         live = " AND m.active = 1" + ("" if include_superseded else " AND m.superseded_by IS NULL")
         with self._tx(False, scope) as conn:
@@ -273,27 +245,13 @@ class SQLiteMemoryStore(WorkerStore, MemoryWrites):
             if found is None:
                 return None
             sid, version, size = found
-            lexical: dict[int, float | None] = {}
-            idfs: list[float] = []
-            if units:
-                dfs = self._text.dfs(conn, units)
-                total = self._text.total(conn)
-                idfs = [idf(d, total) for d in dfs]
-                lexical = self._text.candidates(
-                    conn, units, dfs, token=f"s{sid}", scope_rows=size, total=total,
-                    where=f"m.sid = ?{live}{cats}", params=(sid, *cat_params), k=k,
-                )  # fmt: skip
-            index = self._vectors_cache.get(conn, sid, version) if qvec is not None else None
-            vector: list[tuple[int, float]] = []
-            cosines: dict[int, float] = {}
-            if index is not None and qvec is not None:
-                vector = index.nearest(
-                    qvec, k, categories=categories, include_superseded=include_superseded
-                )
-                cosines = dict(vector)
-                cosines.update(index.cosines([m for m in lexical if m not in cosines], qvec))
-            rows = self._rows_by_mid(conn, scope, {*lexical, *cosines}, f"{live}{cats}", cat_params)
-        return rows, lexical, vector, cosines, idfs
+            cands = self._index.candidates(
+                conn, units, qvec, k, scope=sid, version=version, size=size, token=f"s{sid}",
+                where=f"m.sid = ?{live}{cats}", params=(sid, *cat_params), categories=categories,
+                include_superseded=include_superseded,
+            )  # fmt: skip
+            rows = self._rows_by_mid(conn, scope, cands.ids, f"{live}{cats}", cat_params)
+        return rows, cands
 
     @staticmethod
     def _rows_by_mid(
@@ -364,7 +322,8 @@ class SQLiteMemoryStore(WorkerStore, MemoryWrites):
         found = self._candidates(scope, query_units(content), qvec, max(4 * n, 20), cats, False)
         if found is None or n == 0:
             return []
-        rows, _, _, cosines, _ = found
+        rows, cands = found
+        cosines = cands.cosines
         with self._tx(False, scope) as conn:
             cat_sql, cat_params = categories_sql(cats)
             rows += conn.execute(
@@ -393,4 +352,4 @@ class SQLiteMemoryStore(WorkerStore, MemoryWrites):
     # -- lifetime ------------------------------------------------------------------------------
 
     def _release(self) -> None:
-        self._vectors_cache.clear()
+        self._index.clear()

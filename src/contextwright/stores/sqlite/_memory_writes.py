@@ -3,7 +3,7 @@
 Each method validates and embeds *before* its transaction opens (embedding is the
 slow part), writes in one ``BEGIN IMMEDIATE`` transaction — row, FTS entry, vector,
 supersession and the scope's ``version``/``size`` together — and then applies the
-same change to the cached vector index, if it was current (``_spaces.VectorCache``).
+same change to the cached vector index, if it was current (``_vectors.VectorCache``).
 A contentless FTS5 row is deleted by giving back the values it indexed, which the
 stored content reproduces (``segment(content)``).
 """
@@ -20,9 +20,11 @@ import numpy as np
 
 from ..._errors import ConfigError, InvalidMessageError
 from ...llm._embed import Embedder, Vectors, normalize_rows
-from ...text._hybrid import VectorIndex, fingerprint
+from ...text._scores import fingerprint
+from ...text._terms import segment
+from ...text._vectors import VectorIndex
 from .._memory import Memory, Scope, check_importance
-from ._fts import segment
+from ._hybrid import HybridIndex
 from ._memory_rows import (
     FROM,
     IN_SCOPE,
@@ -33,7 +35,7 @@ from ._memory_rows import (
     scope_row,
     supersede_key,
 )
-from ._vectors import SpaceGuard, VectorCache
+from ._vectors import SpaceGuard
 
 __all__ = ["MemoryWrites"]
 
@@ -44,7 +46,7 @@ class MemoryWrites:
     embedder: Embedder | None
     clock: Callable[[], float]
     space: SpaceGuard
-    _vectors_cache: VectorCache
+    _index: HybridIndex
 
     def _tx(self, write: bool, scope: Scope) -> AbstractContextManager[Any]:
         raise NotImplementedError
@@ -166,7 +168,7 @@ class MemoryWrites:
             for mid in superseded:  # after the append: a batch may supersede its own items
                 index.set_superseded(mid)
 
-        self._vectors_cache.after_write(sid, before, after, change)
+        self._index.vectors.after_write(sid, before, after, change)
         return out
 
     def supersede(
@@ -229,7 +231,7 @@ class MemoryWrites:
                 (new_id, now, now, row[0]),
             )
             after = bump(conn, sid)
-        self._vectors_cache.after_write(
+        self._index.vectors.after_write(
             sid, before, after, lambda index: index.set_superseded(row[0])
         )
 
@@ -265,7 +267,7 @@ class MemoryWrites:
         if done is None:
             return False
         sid, before, after, mid = done
-        self._vectors_cache.after_write(
+        self._index.vectors.after_write(
             sid, before, after, lambda index: index.set_active(mid, bool(active))
         )
         return True
@@ -307,7 +309,7 @@ class MemoryWrites:
             for mid, _ in rows:
                 index.remove(mid)
 
-        self._vectors_cache.after_write(sid, before, after, change)
+        self._index.vectors.after_write(sid, before, after, change)
         return len(rows)
 
     def reembed(self, scope: Scope, *, batch_size: int = 256) -> int:

@@ -15,7 +15,6 @@ What the index holds and how a query becomes FTS5: ``_fts.py``.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Sequence
 from contextlib import suppress
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._errors import ConfigError, InvalidMessageError
 from ...model._messages import ROLES
+from ...text._terms import focus as _focus
 from .._records import MessageOutline, SearchHit
 from . import _rows
 from ._fts import (
@@ -41,13 +41,6 @@ if TYPE_CHECKING:
     from ._store import SQLiteStore
 
 __all__ = ["index_pending", "indexed", "optimize_search_index", "search", "search_seqs"]
-
-_STOP_LIST = """a an and are as at be been by can could did do does for from had has have he her him
-    his how i if in into is it its just me my of on or our she so than that the their
-    them then there these they this to up us was we were what when where which who whom
-    why will with would you your"""
-_STOP = frozenset(_STOP_LIST.split())
-_WORD = re.compile(r"[A-Za-z]+")
 
 
 # FTS5 keeps a transaction's new postings in a hash table and writes them out as a
@@ -69,11 +62,6 @@ def _size_fts_hash(conn: sqlite3.Connection) -> None:
                     f"INSERT INTO {table} ({table}, rank) VALUES ('hashsize', ?)",
                     (_FTS_HASH_BYTES,),
                 )
-
-
-def _focus(query: str) -> str:
-    """``query`` without English function words (CJK and other text untouched)."""
-    return _WORD.sub(lambda m: "" if m.group(0).lower() in _STOP else m.group(0), query)
 
 
 def optimize_search_index(self: SQLiteStore) -> None:

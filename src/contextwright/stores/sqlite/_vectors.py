@@ -31,7 +31,7 @@ import numpy as np
 
 from ..._errors import ConfigError
 from ...llm._embed import Embedder, Vectors, normalize_rows
-from ...text._hybrid import VectorIndex
+from ...text._vectors import VectorIndex
 from .. import SQLiteStore
 
 __all__ = ["SpaceGuard", "VectorCache"]

@@ -1,14 +1,24 @@
-"""The lexical half of hybrid search: FTS5 candidates under a bounded cost.
+"""Hybrid search over one table family (memories, knowledge): FTS5 candidates, vectors, relevance.
 
-The index is a contentless FTS5 table per kind (``memory_fts``, ``knowledge_fts``)
-whose ``scope`` column holds one token per scope and ``body`` the text with CJK runs
-pre-split into bigrams (``stores/sqlite/_fts.py``, shared with the message index).
+`HybridIndex` is the one hybrid search of the SQLite stores; `SQLiteMemoryStore`
+and `SQLiteKnowledgeStore` each hold one, naming their tables, and differ only in
+their rows and in what they do with a relevance (memories weigh it by importance
+and recency, passages print it).
 
-A query becomes *units* (``_search.query_units``): its content words and CJK
-bigrams, each a one-term FTS5 expression. Each unit's document frequency (df) is
+**Candidates.** A query (``text/_query.py`` `query_units`: content words and CJK
+bigrams, stop words dropped so "where does she work" asks for "work") collects
+up to ``k`` candidates from each side: FTS5 (`TextIndex`, below) and the scope's
+vector index by cosine (``_vectors.py`` `VectorCache`). Each candidate in the
+union then gets *both* signals, exactly: its cosine from the cached matrix, its
+lexical score (IDF-weighted coverage) from its text; `Candidates.scored` fuses
+them (``text/_scores.py``).
+
+**The lexical side under a bounded cost** (`TextIndex`). The index is a
+contentless FTS5 table per kind (``memory_fts``, ``knowledge_fts``) whose ``scope``
+column holds one token per scope and ``body`` the text segmented as the message
+index is (``text/_terms.py`` `segment`). Each unit's document frequency (df) is
 counted once (``count(*)`` over FTS5 postings: 0.3 ms for 8,000 matches) and cached
-for five minutes; it gives the unit's IDF for scoring (``_search.py``) and decides
-the plan:
+for five minutes; it gives the unit's IDF and decides the plan:
 
 - **Small** (the sum of the units' dfs <= 3,000, or a scope of <= 5,000 rows — the
   usual case): one query, OR of all units, intersected with the scope token when
@@ -34,12 +44,119 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ...text._hybrid import Unit
+from ...llm._embed import Vectors
+from ...text._query import Unit
+from ...text._scores import SearchWeights, coverage, idf
+from ._vectors import SpaceGuard, VectorCache
 
-__all__ = ["TextIndex"]
+__all__ = ["Candidates", "HybridIndex", "TextIndex"]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """What one query found: the lexical candidates (BM25 where computed, in rank
+    order), the vector ones (best first), every candidate's cosine, the units' IDFs."""
+
+    units: list[Unit]
+    idfs: list[float]
+    lexical: dict[int, float | None]
+    vector: list[tuple[int, float]]
+    cosines: dict[int, float]
+
+    @property
+    def ids(self) -> set[int]:
+        return {*self.lexical, *self.cosines}
+
+    def scored(
+        self,
+        rows: Iterable[Any],
+        weights: SearchWeights,
+        text_of: Callable[[Any], str],
+        floor: float,
+    ) -> list[tuple[float, Any]]:
+        """``(relevance, row)`` of the rows (ids first) relevant and at least ``floor``, in order."""
+        lex_rank = {i: r for r, i in enumerate(self.lexical)}
+        vec_rank = {i: r for r, (i, _) in enumerate(self.vector)}
+        out: list[tuple[float, Any]] = []
+        for row in rows:
+            rel = weights.relevance(
+                coverage(self.units, self.idfs, text_of(row)), self.cosines.get(row[0]),
+                lexical_rank=lex_rank.get(row[0]), vector_rank=vec_rank.get(row[0]),
+            )  # fmt: skip
+            if rel > 0.0 and rel >= floor:
+                out.append((rel, row))
+        return out
+
+
+class HybridIndex:
+    """The hybrid search of one table family (see the module docstring).
+
+    ``fts``, ``rows``, ``key`` and ``seq`` name the tables (`TextIndex`);
+    ``load_sql`` loads a scope's vectors (`VectorCache`).
+    """
+
+    def __init__(
+        self,
+        space: SpaceGuard,
+        *,
+        fts: str,
+        rows: str,
+        key: str,
+        seq: str,
+        load_sql: str,
+        cache_rows: int,
+        exact_max: int,
+    ) -> None:
+        self.space = space
+        self.text = TextIndex(fts, rows, key, seq)
+        self.vectors = VectorCache(space, load_sql, cache_rows=cache_rows, exact_max=exact_max)
+
+    def candidates(
+        self,
+        conn: Any,
+        units: list[Unit],
+        qvec: Vectors | None,
+        k: int,
+        *,
+        scope: int,
+        version: int,
+        size: int,
+        token: str,
+        where: str,
+        params: Sequence[Any],
+        categories: Sequence[str] | None,
+        include_superseded: bool = False,
+    ) -> Candidates:
+        """Up to ``k`` candidates of each side in scope ``scope`` (its ``version`` and
+        ``size`` as read in this transaction), ``where`` checked on the row table."""
+        lexical: dict[int, float | None] = {}
+        idfs: list[float] = []
+        if units:
+            dfs = self.text.dfs(conn, units)
+            total = self.text.total(conn)
+            idfs = [idf(d, total) for d in dfs]
+            lexical = self.text.candidates(
+                conn, units, dfs, token=token, scope_rows=size, total=total,
+                where=where, params=params, k=k,
+            )  # fmt: skip
+        vector: list[tuple[int, float]] = []
+        cosines: dict[int, float] = {}
+        index = self.vectors.get(conn, scope, version) if qvec is not None else None
+        if index is not None and qvec is not None:
+            vector = index.nearest(
+                qvec, k, categories=categories, include_superseded=include_superseded
+            )
+            cosines = dict(vector)
+            cosines.update(index.cosines([i for i in lexical if i not in cosines], qvec))
+        return Candidates(units, idfs, lexical, vector, cosines)
+
+    def clear(self) -> None:
+        """Drop the cached vectors (the store is closing)."""
+        self.vectors.clear()
 
 
 class TextIndex:
