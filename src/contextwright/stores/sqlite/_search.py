@@ -9,7 +9,7 @@ What the index holds and how a query becomes FTS5: ``_fts.py``.
   search first indexes the messages its conversation gained since the last one
   (``conversations.fts_seq``, m005; `indexed`), in a write transaction of its
   own. Writing a message's FTS5 segment was about 40 % of appending it, while
-  searches are rare (recall keeps its own index in process, ``history/_postings.py``).
+  searches are rare (a build's recall searches once, below the window).
 - Indexing moves no conversation's version: it changes no stored content.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +156,7 @@ def search_outlines(
     before_seq: int | None = None,
     match_budget: int | None = None,
     around: int = 0,
+    known: Container[int] = (),
 ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
     """The best ``limit`` messages for ``query`` as (seq, score), and the outlines around them.
 
@@ -168,7 +169,9 @@ def search_outlines(
     conversation). The second list holds the outlines (`MessageOutline`, by
     seq) of every message within ``around`` sequence numbers of a hit, the
     hits included, below ``before_seq``: what a caller ranking neighbours
-    needs, in the same snapshot, in one call.
+    needs, in the same snapshot, in one call. The outlines of the sequence
+    numbers in ``known`` (a container the caller keeps: stored messages never
+    change) are left out of that list, not read.
     """
     n = _rows.count(limit, "limit")
     reach = _rows.count(around, "around")
@@ -189,7 +192,7 @@ def search_outlines(
                 return [], []
             cid, done, last = row
             if done >= (last if upper is None else min(last, upper - 1)):
-                return fts_search_outlines(conn, cid, units, upper, n, budget, reach)
+                return fts_search_outlines(conn, cid, units, upper, n, budget, reach, known)
         with self._tx(True, tenant, content=False) as conn:
             index_pending(conn, cid)
 
