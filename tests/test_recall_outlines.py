@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from contextwright import HeuristicCounter, Message
+from contextwright import ConfigError, HeuristicCounter, Message
 from contextwright.history import RecallSource
 from contextwright.sources import Turn
 from contextwright.stores import AsyncStore, SQLiteStore
@@ -152,3 +152,9 @@ async def test_an_entry_evicted_during_the_search_makes_recall_ask_again(tmp_pat
     # each build asked with its cache, lost it, and asked again without
     assert raw.calls.count(False) >= len([b for b in want if b is not None]) // 2
     raw.close()
+
+
+@pytest.mark.parametrize("size", [-1, 1.5, True, "8MB"])
+def test_a_bad_cache_size_is_a_config_error_naming_it(size: object) -> None:
+    with pytest.raises(ConfigError, match="outline_cache_bytes"):
+        RecallSource(outline_cache_bytes=size)  # type: ignore[arg-type]

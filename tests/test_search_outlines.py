@@ -17,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from contextwright import Message
+from contextwright import Message, TextPart
 from contextwright._errors import InvalidMessageError
 from contextwright.stores import SQLiteStore
 
@@ -150,6 +152,37 @@ def test_speaker_names_of_the_turns_in_a_range(store: SQLiteStore) -> None:
     assert store.speaker_names("c", tenant=T) == ["Caroline", "Dave", "Mel"]
     assert store.speaker_names("c", tenant=T, after_seq=1, upto_seq=4) == ["Caroline", "Mel"]
     assert store.speaker_names("c", tenant=T, after_seq=5) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant", "system"]),
+            st.sampled_from([None, "Mel", "Caroline", "Dave", "Émile", "mel"]),
+        ),
+        max_size=30,
+    ),
+    st.integers(0, 32),
+    st.integers(0, 32),
+)
+def test_speaker_names_are_the_distinct_names_of_the_range(
+    tmp_path_factory: pytest.TempPathFactory,
+    turns: list[tuple[str, str | None]],
+    after: int,
+    upto: int,
+) -> None:
+    with SQLiteStore(tmp_path_factory.mktemp("names") / "s.db") as store:
+        store.append("other", [Message.user("x", name="Zed")], tenant=T)
+        if turns:
+            store.append(
+                "c", [Message(role, (TextPart("x"),), name=name) for role, name in turns], tenant=T
+            )  # type: ignore[arg-type]
+        want = sorted({
+            name for i, (role, name) in enumerate(turns, 1)
+            if name and role != "system" and after < i <= upto
+        })  # fmt: skip
+        assert store.speaker_names("c", tenant=T, after_seq=after, upto_seq=upto) == want
 
 
 def test_bad_arguments_are_typed_errors_naming_the_field(store: SQLiteStore) -> None:

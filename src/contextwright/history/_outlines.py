@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from ..stores import MessageOutline
 
@@ -40,45 +40,34 @@ def _size(outline: MessageOutline) -> int:
     return _ENTRY_BYTES + (len(text) if text.isascii() else 4 * len(text))
 
 
-class _Known:
-    """The sequence numbers of one conversation whose outlines the cache holds (a container).
-
-    Read by the store, maybe on its worker thread, without the cache's lock: a
-    dict lookup is atomic, and `OutlineCache.take` checks afterwards that nothing
-    the store skipped has gone.
-    """
-
-    __slots__ = ("_conversation", "_entries", "_tenant")
-
-    def __init__(
-        self, entries: dict[tuple[str, str, int], MessageOutline], tenant: str, conversation: str
-    ) -> None:
-        self._entries, self._tenant, self._conversation = entries, tenant, conversation
-
-    def __contains__(self, seq: object) -> bool:
-        return (self._tenant, self._conversation, seq) in self._entries
-
-
 class OutlineCache:
-    """Outlines of stored messages by ``(tenant, conversation, seq)``, at most ``max_bytes``."""
+    """Outlines of stored messages by ``(tenant, conversation, seq)``, at most ``max_bytes``.
+
+    Least recently used first out: the conversation used longest ago gives up
+    its least recently used outlines first.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[str, str, int], MessageOutline] = OrderedDict()
+        self._convs: OrderedDict[tuple[str, str], OrderedDict[int, MessageOutline]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(d) for d in self._convs.values())
 
     @property
     def nbytes(self) -> int:
         """The estimated bytes the entries hold (at most ``max_bytes``)."""
         return self._bytes
 
-    def known(self, tenant: str, conversation: str) -> _Known:
-        """The conversation's sequence numbers held here, for the store to skip."""
-        return _Known(self._entries, tenant, conversation)
+    def known(self, tenant: str, conversation: str) -> Container[int]:
+        """The conversation's sequence numbers held here, for the store to skip.
+
+        The store may read it on its worker thread without the lock (a lookup is
+        atomic); `take` checks afterwards that nothing it skipped has gone.
+        """
+        return self._convs.get((tenant, conversation), _NONE)
 
     def take(
         self, tenant: str, conversation: str, seqs: Iterable[int], fresh: Sequence[MessageOutline]
@@ -89,28 +78,47 @@ class OutlineCache:
         asked, and the caller must ask again. ``seqs`` must all be stored
         messages (sequence numbers below the window are).
         """
-        entries = self._entries
         got = {o.seq: o for o in fresh}
         out: list[MessageOutline] = []
+        key = (tenant, conversation)
+        keep = self.max_bytes > 0
         with self._lock:
+            held = self._convs.get(key)
+            if held is None:
+                held = OrderedDict()
+                if keep:
+                    self._convs[key] = held
+            else:
+                self._convs.move_to_end(key)
             for seq in seqs:
-                key = (tenant, conversation, seq)
                 o = got.get(seq)
                 if o is None:
-                    o = entries.get(key)
+                    o = held.get(seq)
                     if o is None:
                         return None
-                    entries.move_to_end(key)
-                elif self.max_bytes > 0 and key not in entries:
-                    entries[key] = o
+                    held.move_to_end(seq)
+                elif keep and seq not in held:
+                    held[seq] = o
                     self._bytes += _size(o)
                 out.append(o)
-            while self._bytes > self.max_bytes and entries:
-                _, gone = entries.popitem(last=False)
-                self._bytes -= _size(gone)
+            self._evict()
         return out
+
+    def _evict(self) -> None:
+        convs = self._convs
+        while self._bytes > self.max_bytes and convs:
+            oldest = next(iter(convs))
+            held = convs[oldest]
+            if held:
+                _, gone = held.popitem(last=False)
+                self._bytes -= _size(gone)
+            if not held:
+                del convs[oldest]
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
+            self._convs.clear()
             self._bytes = 0
+
+
+_NONE: frozenset[int] = frozenset()

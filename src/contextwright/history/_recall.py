@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._errors import ConfigError
 from ..budget._fit import JOIN_TOKENS
 from ..model._blocks import Block, Priority
 from ..model._messages import Message
@@ -153,7 +154,10 @@ class RecallSource(SourceBase):
         self._costs = CostMemo()
         # speakers named before each conversation's window, and how far that goes
         self._names: OrderedDict[tuple[str, str], tuple[int, frozenset[str]]] = OrderedDict()
-        self._outlines = OutlineCache(self.outline_cache_bytes)
+        size = self.outline_cache_bytes
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ConfigError(f"outline_cache_bytes must be a non-negative integer, got {size!r}")
+        self._outlines = OutlineCache(size)
 
     @classmethod
     def for_memory_qa(
@@ -370,11 +374,11 @@ class RecallSource(SourceBase):
         the store was asked: then the store is asked again for all of them.
         """
         tenant, conversation = turn.tenant, turn.conversation
-        for known in (True, False):
+        for use_cache in (True, False):
+            extra = {"known": cache.known(tenant, conversation)} if cache and use_cache else {}
             hits, outlines = await self.store.search_outlines(
                 conversation, words, tenant=tenant, limit=self.search_limit, before_seq=oldest,
-                match_budget=self.match_budget, around=reach,
-                known=cache.known(tenant, conversation) if cache and known else (),
+                match_budget=self.match_budget, around=reach, **extra,
             )  # fmt: skip
             if cache is None or oldest is None or not hits:
                 break

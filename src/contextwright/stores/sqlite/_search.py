@@ -131,19 +131,39 @@ def speaker_names(
     """The distinct names of the user and assistant messages with ``after_seq < seq <= upto_seq``, sorted.
 
     Recall reads a conversation's speakers from here (names in a question are a
-    prior, not search words); the partial index ``messages_by_name`` (m007)
-    answers it without reading the messages.
+    prior, not search words). The partial index ``messages_by_name`` (m007) is
+    walked from one distinct name to the next (a few seeks per speaker), and each
+    name is kept if it has a message in the range (one seek): asked as a
+    ``DISTINCT`` over the range, SQLite read every message of the range instead
+    (23 ms at 100,000 messages, for a conversation without names).
     """
     after = _rows.count(after_seq, "after_seq")
     upto = _rows.MAX_SEQ if upto_seq is None else _rows.count(upto_seq, "upto_seq")
     with self._tx(False, tenant) as conn:
-        found = conn.execute(
-            "SELECT DISTINCT m.name FROM messages m JOIN conversations c ON c.cid = m.cid "
-            "WHERE c.tenant = ? AND c.id = ? AND m.name IS NOT NULL "
-            "AND m.role IN ('user', 'assistant') AND m.seq > ? AND m.seq <= ? ORDER BY m.name",
-            (tenant, conversation, after, upto),
-        ).fetchall()
+        row = conn.execute(
+            "SELECT cid FROM conversations WHERE tenant = ? AND id = ?", (tenant, conversation)
+        ).fetchone()
+        if row is None:
+            return []
+        found = conn.execute(_SPEAKERS, (row[0], after, upto)).fetchall()
     return [name for (name,) in found]
+
+
+# The partial index's condition is repeated in every subquery, so that each can use it.
+_SPEAKERS = """
+    WITH RECURSIVE names(name) AS (
+        SELECT (SELECT min(name) FROM messages WHERE cid = ?1
+                AND name IS NOT NULL AND role IN ('user', 'assistant'))
+        UNION ALL
+        SELECT (SELECT min(m.name) FROM messages m WHERE m.cid = ?1 AND m.name > names.name
+                AND m.name IS NOT NULL AND m.role IN ('user', 'assistant'))
+        FROM names WHERE names.name IS NOT NULL
+    )
+    SELECT n.name FROM names n WHERE n.name IS NOT NULL AND EXISTS (
+        SELECT 1 FROM messages m WHERE m.cid = ?1 AND m.name = n.name
+        AND m.name IS NOT NULL AND m.role IN ('user', 'assistant') AND m.seq > ?2 AND m.seq <= ?3
+    ) ORDER BY n.name
+"""
 
 
 def search_outlines(
