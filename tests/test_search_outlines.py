@@ -189,6 +189,8 @@ def test_bad_arguments_are_typed_errors_naming_the_field(store: SQLiteStore) -> 
     add(store, ["kitten"])
     with pytest.raises(InvalidMessageError, match="query"):
         store.search_outlines("c", 3, tenant=T)  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError, match="known"):
+        store.search_outlines("c", "kitten", tenant=T, known=5)  # type: ignore[arg-type]
     for field, kw in (
         ("limit", {"limit": -1}),
         ("before_seq", {"before_seq": -2}),

@@ -198,6 +198,8 @@ def search_outlines(
     budget = None if match_budget is None else _rows.count(match_budget, "match_budget")
     if not isinstance(query, str):
         raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
+    if isinstance(known, str) or not isinstance(known, Container):
+        raise InvalidMessageError("known", f"must hold sequence numbers, got {known!r}")
     upper = None if before_seq is None else _rows.count(before_seq, "before_seq")
     units = unit_expressions(query)
     if not units or n == 0 or upper == 0:
