@@ -1285,3 +1285,44 @@ def test_last_write_tokens_bracket_the_write_on_this_thread(tmp_path: Path) -> N
     finally:
         a.close()
         b.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batches=st.lists(
+        st.lists(st.sampled_from(["user", "assistant", "system"]), max_size=6), max_size=6
+    )
+)
+def test_the_user_count_kept_with_a_conversation_matches_its_messages(
+    batches: list[list[str]],
+) -> None:
+    make = {"user": Message.user, "assistant": Message.assistant, "system": Message.system}
+    with SQLiteStore(":memory:") as s:
+        for roles in batches:
+            s.append("c", [make[r](f"{r} says") for r in roles], tenant="t", user="u")
+            stored = s.read("c", tenant="t")
+            for role in ("user", "assistant", "system", None):
+                want = sum(1 for m in stored if role is None or m.role == role)
+                assert s.count_messages("c", tenant="t", role=role) == want
+        assert s.count_messages("c", tenant="other", role="user") == 0
+
+
+def test_the_user_count_migration_counts_an_older_file(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    with SQLiteStore(db) as s:
+        s.append(
+            "c",
+            [Message.user("a"), Message.assistant("b"), Message.user("c")],
+            tenant="t",
+            user="u",
+        )
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE conversations DROP COLUMN user_count")
+    conn.execute("DELETE FROM _migrations WHERE name = 'm009_user_count'")
+    conn.commit()
+    conn.close()
+    with SQLiteStore(db) as s:
+        assert s.applied_migrations == ["m009_user_count"]
+        assert s.count_messages("c", tenant="t", role="user") == 2
+        s.append("c", [Message.user("d")], tenant="t", user="u")
+        assert s.count_messages("c", tenant="t", role="user") == 3

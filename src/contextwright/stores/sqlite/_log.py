@@ -212,10 +212,12 @@ def _append(
             version += 1
         if new:
             _insert(conn, cid, new)
+            users = sum(1 for r in new if r[6] == "user")
             conn.execute(
                 "UPDATE conversations SET last_seq = ?, message_count = message_count + ?, "
-                "token_total = token_total + ?, updated_at = ?, version = ? WHERE cid = ?",
-                (seq, len(new), total, now, version, cid),
+                "user_count = user_count + ?, token_total = token_total + ?, updated_at = ?, "
+                "version = ? WHERE cid = ?",
+                (seq, len(new), users, total, now, version, cid),
             )
         elif changed:
             conn.execute("UPDATE conversations SET version = ? WHERE cid = ?", (version, cid))
@@ -353,9 +355,10 @@ def count_messages(
 ) -> int:
     """How many messages the conversation holds (of ``role``, if given)."""
     with self._tx(False, tenant) as conn:
-        if role is None:
+        if role is None or role == "user":  # both kept with the conversation (m009)
+            column = "message_count" if role is None else "user_count"
             row = conn.execute(
-                "SELECT message_count FROM conversations WHERE tenant = ? AND id = ?",
+                f"SELECT {column} FROM conversations WHERE tenant = ? AND id = ?",
                 (tenant, conversation),
             ).fetchone()
         else:

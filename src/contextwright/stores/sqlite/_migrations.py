@@ -102,6 +102,7 @@ __all__ = [
     "m006_jobs",
     "m007_messages_by_name",
     "m008_conversation_version",
+    "m009_user_count",
     "migration",
 ]
 
@@ -442,6 +443,22 @@ def m008_conversation_version(conn: sqlite3.Connection) -> None:
     """
     conn.execute("ALTER TABLE conversations ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
     conn.execute("UPDATE conversations SET version = message_count + 1")
+
+
+@migration
+def m009_user_count(conn: sqlite3.Connection) -> None:
+    """The count of a conversation's user messages, kept with it like ``message_count``.
+
+    A conversation's first build in a process counts the user turns before its
+    tail (the engine's turn number); counting them in ``messages`` read every
+    row of the conversation (28 ms at 100,000 messages). `append` adds to it in
+    the same transaction; existing conversations are counted once here.
+    """
+    conn.execute("ALTER TABLE conversations ADD COLUMN user_count INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        "UPDATE conversations SET user_count = "
+        "(SELECT count(*) FROM messages m WHERE m.cid = conversations.cid AND m.role = 'user')"
+    )
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:
