@@ -42,7 +42,7 @@ class HeuristicCounter:
     Words found in a shipped list of 80,000 strings that are one token in both
     encodings cost 1; other words, CJK, code, numbers and whitespace follow
     conservative rules (see `_heuristic`). On the LoCoMo turns and a corpus
-    of Chinese design documents with code it undercounts no text and over-counts by 5-12 %;
+    of Chinese design documents with code it undercounts no text and over-counts by 4-12 %;
     ``bench/bench_heuristic.py`` measures it. The list loads on first use (about
     40 ms, 13 MB).
     """
@@ -50,9 +50,10 @@ class HeuristicCounter:
     exact = False
 
     def __init__(self) -> None:
-        # v3: with the word list; v4: bare rare words topped up (both 2026-11-21).
+        # v3: with the word list; v4: bare rare words topped up (both 2026-11-21); v5:
+        # runs of letters bounded by how BPE can cut them (2026-11-26).
         # Stored counts carry this name, so counts of an older version are redone.
-        self.name = "heuristic-v4"
+        self.name = "heuristic-v5"
 
     def count(self, text: str) -> int:
         return estimate_tokens(text)
