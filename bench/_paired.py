@@ -58,18 +58,25 @@ def rotate(items: Sequence[str], k: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Goal:
-    """One goal: ``ratio`` must be >= ``target`` (or <= when ``at_most``); None: not run."""
+    """One goal: ``ratio`` must be >= ``target`` (or <= when ``at_most``); None: not run.
+
+    A goal that is a count rather than a ratio (zero stale builds) gives ``check``:
+    what was measured, and whether that meets the goal; ``target`` is then its text.
+    """
 
     name: str
-    target: float
+    target: float | str
     ratio: Ratio | None
     at_most: bool = False
     unit: str = "ms"
     note: str = ""
+    check: tuple[str, bool] | None = None
 
     @property
     def verdict(self) -> str:
-        if self.ratio is None:
+        if self.check is not None:
+            return "PASS" if self.check[1] else "MISS"
+        if self.ratio is None or isinstance(self.target, str):
             return "SKIP"
         r = self.ratio.median
         return "PASS" if (r <= self.target if self.at_most else r >= self.target) else "MISS"
@@ -81,7 +88,7 @@ def goal_table(console: Console, title: str, goals: Sequence[Goal], sides: str) 
     for col, just in (
         ("goal", "left"),
         ("target", "right"),
-        ("ratio (median)", "right"),
+        ("measured (median)", "right"),
         ("IQR", "right"),
         ("rounds", "right"),
         (sides, "right"),
@@ -92,15 +99,20 @@ def goal_table(console: Console, title: str, goals: Sequence[Goal], sides: str) 
     for g in goals:
         r = g.ratio
         colour = {"PASS": "green", "MISS": "red", "SKIP": "yellow"}[g.verdict]
+        if isinstance(g.target, str):
+            target = g.target
+        else:
+            target = f"{'<=' if g.at_most else '>='} {g.target:g}x"
+        measured = g.check[0] if g.check else f"{r.median:.2f}x" if r else "-"
         tab.add_row(
             g.name,
-            f"{'<=' if g.at_most else '>='} {g.target:g}x",
-            f"{r.median:.2f}x" if r else "-",
+            target,
+            measured,
             r.spread() if r else "-",
             str(r.rounds) if r else "-",
             f"{r.slow_median:.3g} / {r.fast_median:.3g} {g.unit}" if r else "-",
             f"[{colour}]{g.verdict}[/]",
-            g.note if r else (g.note or "not run"),
+            g.note if r or g.check else (g.note or "not run"),
         )
     console.print(tab)
     counts = {v: sum(g.verdict == v for g in goals) for v in ("PASS", "MISS", "SKIP")}

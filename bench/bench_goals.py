@@ -385,11 +385,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="680 / 1k / 10k and fewer rounds")
     ap.add_argument("--sizes", help="comma-separated history sizes (default: by mode)")
-    ap.add_argument("--rounds", type=int, help="timed build rounds (full 60, quick 20)")
+    ap.add_argument("--rounds", type=int, help="timed build rounds (full 100, quick 40)")
     ap.add_argument("--first-sizes", help="sizes for the fresh-process build (10000,100000)")
     ap.add_argument("--first-reps", type=int, help="fresh processes per size (full 3, quick 2)")
     ap.add_argument("--warm", type=int, help="warm builds in each fresh process (full 20)")
-    ap.add_argument("--appends", type=int, help="single appends (full 300, quick 100)")
+    ap.add_argument("--appends", type=int, help="single appends (full 500, quick 200)")
     ap.add_argument("--append-size", type=int, default=10_000, help="conversation appended to")
     ap.add_argument("--import-n", type=int, help="messages per import (full 10,000, quick 3,000)")
     ap.add_argument("--import-rounds", type=int, help="imports per side (full 3, quick 2)")
@@ -407,13 +407,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sizes
         else list(QUICK_SIZES if q else FULL_SIZES)
     )
-    rounds = args.rounds or (20 if q else 60)
+    rounds = args.rounds or (40 if q else 100)
     first_sizes = (
         [int(s) for s in args.first_sizes.split(",")] if args.first_sizes else [10_000, 100_000]
     )
     first_reps = args.first_reps or (2 if q else 3)
     warm = args.warm or (8 if q else 20)
-    n_appends = args.appends or (100 if q else 300)
+    n_appends = args.appends or (200 if q else 500)
     import_n = args.import_n or (3000 if q else 10_000)
     import_rounds = args.import_rounds or (2 if q else 3)
 
@@ -494,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             console,
             "Goals (ratio = peer / contextwright, or slow / fast)",
             goals,
-            "medians (slow / fast)",
+            "medians (num / den)",
         )
         console.print(
             f"run time {time.perf_counter() - started:.0f} s; 1-min load average during the run: "
