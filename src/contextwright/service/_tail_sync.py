@@ -197,17 +197,28 @@ class TailKeeper:
     def absorb(
         self, tail: Tail, messages: Sequence[Message], report: Sequence[Message] = ()
     ) -> list[tuple[Message, tuple[Message, Sequence[Offload]], int]]:
-        """Push stored ``messages`` (their views) onto the tail; returns
-        ``(message, (view, offloads), cost)`` of those that are in ``report``."""
+        """Push stored ``messages`` (their views, oldest first) onto the tail; returns
+        ``(message, (view, offloads), cost)`` of those that are in ``report``.
+
+        Idempotent and atomic: the views are made outside the tail's lock, then,
+        holding it, only the messages newer than the tail's newest are taken in.
+        Two catch-ups of one tail may run at once (a build, and a background
+        summary on the job runner's thread, both finding the tail behind); without
+        this both pushed the same messages, and a window held them twice.
+        """
         counter, ov = self.c.engine.counter, self.c.engine.overhead
         wanted = {id(m) for m in report}
+        made_all = []
         out: list[tuple[Message, tuple[Message, Sequence[Offload]], int]] = []
         for m in messages:
             made = self.c._writes.view(m)
             cost = count_message(counter, made[0], ov)
-            self.push(tail, made[0], cost)
+            made_all.append((made[0], cost))
             if id(m) in wanted:
                 out.append((m, made, cost))
+        with tail.lock:
+            for view, cost in made_all:
+                self._push_locked(tail, view, cost)
         return out
 
     def apply_summary(self, tail: Tail, summary: Summary, written: int | None = None) -> None:
@@ -229,17 +240,20 @@ class TailKeeper:
             while tail.messages and (tail.messages[0].seq or 0) <= summary.upto_seq:
                 tail.pop_oldest()
 
-    def push(self, tail: Tail, message: Message, cost: int) -> None:
+    def _push_locked(self, tail: Tail, message: Message, cost: int) -> None:
+        """Add ``message`` as the tail's newest (under ``tail.lock``), unless it has it."""
+        seq = message.seq or 0
+        if seq and seq <= tail.last_seq:
+            return  # taken in already (by a catch-up on another thread)
         limit = 2 * self.c.window_tokens  # enough for the largest window, with room to spare
-        with tail.lock:
-            tail.push(message, cost)
-            if (message.seq or 0) > tail.last_seq:
-                tail.total_tokens += cost
-            tail.last_seq = max(tail.last_seq, message.seq or 0)
-            if message.role == "user":
-                tail.user_turns += 1
-            while tail.tokens > limit and len(tail.messages) > 1:
-                tail.pop_oldest()
+        tail.push(message, cost)
+        if seq > tail.last_seq:
+            tail.total_tokens += cost
+        tail.last_seq = max(tail.last_seq, seq)
+        if message.role == "user":
+            tail.user_turns += 1
+        while tail.tokens > limit and len(tail.messages) > 1:
+            tail.pop_oldest()
 
     def grow(
         self,
@@ -291,6 +305,10 @@ class TailKeeper:
             kept.append(saved)
         users = sum(1 for m in stored if m.role == "user")
         with tail.lock:
+            if tail.last_seq != (stored[0].seq or 0) - 1:
+                # a catch-up on another thread took them in meanwhile (or more)
+                tail.version = None
+                return
             tail.follow(written)
             last = tail.last_seq
             for saved, cost in zip(counted, tokens, strict=True):
