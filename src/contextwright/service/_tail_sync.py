@@ -117,8 +117,10 @@ class TailKeeper:
             # the tail afresh, as a new process would, instead of every message.
             written = await self.load(tail, conversation, tenant, info)
             with tail.lock:
-                tail.version = info.version
-                tail.follow(written)
+                if tail.last_seq >= info.last_seq and tail.version is None:
+                    # not if an older reload on another thread swapped in after ours
+                    tail.version = info.version
+                    tail.follow(written)
             return tail
         if info.last_seq > tail.last_seq:  # another writer's messages
             new = await self.c.db.read(
@@ -131,7 +133,13 @@ class TailKeeper:
         with tail.lock:
             # the store's running total (counts stored since by anyone included)
             tail.total_tokens = info.token_total
-            tail.version = info.version
+            # Current at ``info.version`` only if it holds everything up to
+            # ``info.last_seq``: a reload on another thread may have swapped older
+            # contents in meanwhile (then it stays unknown, and the next call asks).
+            if tail.last_seq >= info.last_seq and (
+                tail.version is None or tail.version < info.version
+            ):
+                tail.version = info.version
         return tail
 
     async def load(
@@ -150,19 +158,14 @@ class TailKeeper:
         users = await self.c.db.count_messages(conversation, tenant=tenant, role="user")
         before = users - sum(1 for m in msgs if m.role == "user")
         covered = await self.covered_tokens(conversation, tenant, summary, info.token_total)
-        with tail.lock:
-            newer = (
-                tail.summary
-                if tail.summary and summary and tail.summary.version > summary.version
-                else None
-            )
-            tail.clear_messages()
-            tail.user_turns = tail.last_seq = 0
-            tail.set_summary(summary)
+        # Filled apart and swapped in whole under the lock: a build or a background
+        # summary reading the tail meanwhile (another thread) sees the old contents
+        # or the new, never a half-filled tail.
+        fresh = Tail(summary=summary)
         # Messages stored with no count (a bulk import cut short before its newest
         # were counted) are counted now, and those counts stored.
         uncounted = [m for m in msgs if not m._token_cache]
-        absorbed = self.absorb(tail, msgs, uncounted)
+        absorbed = self.absorb(fresh, msgs, uncounted)
         added = 0
         written: int | None = None
         if absorbed:
@@ -172,8 +175,17 @@ class TailKeeper:
             )
             added = sum(ns)
         with tail.lock:
-            tail.user_turns += before
-            tail.last_seq = max(tail.last_seq, info.last_seq)
+            newer = (
+                tail.summary
+                if tail.summary and summary and tail.summary.version > summary.version
+                else None
+            )
+            tail.version = None  # the caller says at which version, once it knows
+            tail.clear_messages()
+            tail.set_summary(summary)
+            tail.extend(list(fresh.messages), list(fresh.costs))
+            tail.user_turns = fresh.user_turns + before
+            tail.last_seq = max(fresh.last_seq, info.last_seq)
             tail.total_tokens = info.token_total + added
             tail.covered_tokens = covered
         if newer is not None:  # adopted meanwhile by a background summary of this process
