@@ -27,7 +27,6 @@ from contextwright import (
     TiktokenCounter,
     ToolCallPart,
     UserError,
-    count_message,
     count_messages,
     group_units,
 )
@@ -125,7 +124,7 @@ def test_tool_results_are_compressed_offloaded_and_readable(convs):
     built = convs.build_sync("c", "what did the search return?", tenant="t", user="u")
     tool = next(m for m in built.messages if m.role == "tool")
     assert "read_tool_result" in tool.text
-    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t", user="u"))
+    page = convs.read_back_sync("c", "tool:call_0", 1, tenant="t", user="u")
     assert page.startswith("[page 1 of")
     # the stored message is verbatim
     original = next(m for m in convs.store.read("c", tenant="t") if m.role == "tool")
@@ -399,13 +398,13 @@ def _every_access(c: Conversations, **kw):
     return {
         "build, not stored": lambda: c.build_sync("c", "code word?", store_message=False, **kw),
         "build": lambda: c.build_sync("c", "code word?", **kw),
-        "async build": lambda: c._run(c.build("c", "code word?", store_message=False, **kw)),
-        "read_back": lambda: c._run(c.read_back("c", "tool:call_s", 1, **kw)),
+        "async build": lambda: asyncio.run(c.build("c", "code word?", store_message=False, **kw)),
+        "read_back": lambda: c.read_back_sync("c", "tool:call_s", 1, **kw),
         "compact preview": lambda: c.compact_sync("c", preview=True, **kw),
         "compact": lambda: c.compact_sync("c", **kw),
-        "check": lambda: c._run(c.check("c", **kw)),
+        "check": lambda: c.check_sync("c", **kw),
         "append": lambda: c.append_sync("c", [Message.user("mine now")], **kw),
-        "async append": lambda: c._run(c.append("c", [Message.user("mine now")], **kw)),
+        "async append": lambda: asyncio.run(c.append("c", [Message.user("mine now")], **kw)),
         "import": lambda: c.import_sync("c", [Message.user("mine now")], **kw),
     }
 
@@ -434,7 +433,7 @@ def test_another_user_of_the_tenant_can_neither_read_nor_write_a_conversation(tm
     assert store.compactions("c", tenant="t") == log
     # the owner still can, in both processes
     for c in (cold, warm):
-        page = c._run(c.read_back("c", "tool:call_s", 1, tenant="t", user="owner"))
+        page = c.read_back_sync("c", "tool:call_s", 1, tenant="t", user="owner")
         assert "ZEBRA42" in page
         built = c.build_sync("c", "code word?", tenant="t", user="owner", store_message=False)
         assert "ZEBRA42" in json.dumps([m.text for m in built.messages])
@@ -454,7 +453,7 @@ def test_a_conversation_another_process_makes_during_a_build_is_not_handed_out(t
 
     async def build(*a, **kw):
         secret = [Message.user("the zebra vault code is 7731"), Message.assistant("noted")]
-        theirs.append_sync("c", secret, tenant="t", user="u")
+        await theirs.append("c", secret, tenant="t", user="u")
         return await inner(*a, **kw)
 
     mine.engine.build = build  # type: ignore[method-assign]
@@ -462,7 +461,7 @@ def test_a_conversation_another_process_makes_during_a_build_is_not_handed_out(t
         mine.build_sync("c", "zebra vault code?", tenant="t", user="v", store_message=False)
     mine.engine.build = inner  # type: ignore[method-assign]
     with pytest.raises(InvalidMessageError, match="another user"):
-        mine._run(mine.read_back("c", "tool:x", 1, tenant="t", user="v"))
+        mine.read_back_sync("c", "tool:x", 1, tenant="t", user="v")
     mine.close()
     theirs.close()
 
@@ -643,7 +642,7 @@ def test_offloaded_results_are_not_stored_twice(convs):
     original = next(m for m in convs.store.read("c", tenant="t") if m.role == "tool")
     pages, page = [], 1
     while True:
-        text = convs._run(convs.read_back("c", "tool:call_0", page, tenant="t", user="u"))
+        text = convs.read_back_sync("c", "tool:call_0", page, tenant="t", user="u")
         if "does not exist" in text:
             break
         pages.append(text.split("\n", 1)[1])
@@ -651,40 +650,18 @@ def test_offloaded_results_are_not_stored_twice(convs):
     assert "".join(pages) == original.text  # the read-back pages cover the original
 
 
-class PlainStore:
-    """A `Store` with the protocol's methods only (none of an SQLiteStore's extra
-    capabilities, such as ``append_versioned``): Conversations must use put_working."""
+def test_a_store_that_is_not_a_backend_is_refused(tmp_path):
+    """A sync store other than `SQLiteStore` is not wrapped: a `Backend` is what stands in."""
 
-    EXTRAS = frozenset(
-        {"append_versioned", "append_with_readback", "set_message_tokens_with_readback",
-         "save_compaction_versioned"}
-    )  # fmt: skip
+    class Plain:  # a store's methods, none of the contract's roles
+        def __init__(self, inner: SQLiteStore) -> None:
+            self.inner = inner
 
-    def __init__(self, inner: SQLiteStore) -> None:
-        self.inner = inner
-        self.working: list[str] = []
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
 
-    def put_working(self, conversation, key, content, **kw):
-        self.working.append(key)
-        return self.inner.put_working(conversation, key, content, **kw)
-
-    def __getattr__(self, name):
-        if name in self.EXTRAS:
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-
-def test_other_stores_get_offloaded_originals_with_put_working(tmp_path):
-    store = PlainStore(SQLiteStore(tmp_path / "p.db"))
-    engine = ContextEngine(counter=H, budget=3000)
-    convs = Conversations(engine, store)  # type: ignore[arg-type]
-    convs.append_sync("c", thread(1), tenant="t", user="u")
-    assert store.working == ["tool:call_0"]
-    item = store.inner.get_working("c", "tool:call_0", tenant="t")
-    assert item.content == next(m.text for m in thread(1) if m.role == "tool")
-    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t", user="u"))
-    assert page.startswith("[page 1 of")
-    convs.close()
+    with pytest.raises(ConfigError, match="store must be a Backend"):
+        Conversations(ContextEngine(counter=H), Plain(SQLiteStore(tmp_path / "p.db")))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("batch", [1, 7, 50, 1000])
@@ -698,27 +675,29 @@ def test_bulk_appends_leave_the_tail_single_appends_leave(tmp_path, batch):
     async def no_summary(*a, **k):
         return None
 
-    convs._schedule = no_summary  # type: ignore[method-assign]  # no summaries meanwhile
+    convs._compactor.schedule = no_summary  # type: ignore[method-assign]  # no summaries meanwhile
     convs.append_sync("c", msgs[:3], tenant="t", user="u")
-    convs._run(convs._tail("c", "t", "u"))  # a tail exists from here on: appends grow it
+    convs.check_sync("c", tenant="t", user="u")  # a tail exists from here on: appends grow it
     for i in range(3, len(msgs), batch):
         convs.append_sync("c", msgs[i : i + batch], tenant="t", user="u")
-    tail = convs._tails[("t", "c")]
     reference = Conversations(ContextEngine(counter=H, budget=600), SQLiteStore(tmp_path / "r.db"))
+    reference._compactor.schedule = no_summary  # type: ignore[method-assign]
     reference.append_sync("c", msgs[:3], tenant="t", user="u")
-    ref = reference._run(reference._tail("c", "t", "u"))
+    reference.check_sync("c", tenant="t", user="u")
     for m in msgs[3:]:
         reference.append_sync("c", [m], tenant="t", user="u")
-    assert [m.seq for m in tail.messages] == [m.seq for m in ref.messages]
-    assert [m.text for m in tail.messages] == [m.text for m in ref.messages]
-    assert (tail.tokens, tail.total_tokens, tail.user_turns, tail.last_seq) == (
-        ref.tokens, ref.total_tokens, ref.user_turns, ref.last_seq,
-    )  # fmt: skip
-    assert tail.tokens == sum(count_message(engine.counter, m) for m in tail.messages)
     cold = Conversations(ContextEngine(counter=H, budget=600), SQLiteStore(tmp_path / "t.db"))
-    fresh_tail = cold._run(cold._tail("c", "t", "u"))
-    assert [m.seq for m in fresh_tail.messages] == [m.seq for m in tail.messages]
-    assert fresh_tail.total_tokens == tail.total_tokens
+    cold._compactor.schedule = no_summary  # type: ignore[method-assign]
+    # grown batch by batch, pushed one by one, read by a new process: the same live
+    # size and the same prompt
+    kw = {"tenant": "t", "user": "u"}
+    checks = [c.check_sync("c", **kw) for c in (convs, reference, cold)]
+    assert checks[0] == checks[1] == checks[2]
+    built = [
+        [(m.role, m.text) for m in c.build_sync("c", "plan?", store_message=False, **kw).messages]
+        for c in (convs, reference, cold)
+    ]
+    assert built[0] == built[1] == built[2]
     for c in (convs, reference, cold):
         c.close()
 
@@ -811,8 +790,8 @@ def test_bulk_import_counts_only_what_the_tail_can_hold(tmp_path):
         assert info.token_total == sum(n for n in got.values() if n)
         # same summary, same prompt, same live size as the counted import
         _assert_same_summary_and_prompt(deferred, counted)
-        ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
-        assert ta.unsummarized_tokens == tb.unsummarized_tokens
+        kw = {"tenant": "t", "user": "u"}
+        assert deferred.check_sync("imp", **kw) == counted.check_sync("imp", **kw)
         # the compaction log says what its figures leave out
         entry = deferred.store.compactions("imp", tenant="t")[-1]
         assert any("without a token count" in n for n in entry.detail["notes"])
@@ -832,7 +811,7 @@ def test_bulk_import_writes_readback_keys_for_the_tail_it_counts(tmp_path):
         for c in (deferred, counted):
             built = c.build_sync("imp", "what did the search return?", tenant="t", user="u")
             assert any(key in m.text for m in built.messages if m.role == "tool")
-            page = c._run(c.read_back("imp", key, 1, tenant="t", user="u"))
+            page = c.read_back_sync("imp", key, 1, tenant="t", user="u")
             assert page.startswith("[page 1 of"), page
         # a tool result summarised away uncounted was never shown: no key for it;
         # every counted one has its key, as in the counted import
@@ -866,9 +845,9 @@ def test_an_import_cut_short_is_counted_where_it_is_needed(tmp_path, window_toke
         c.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
         c.wait_idle_sync()
         got = _stored_counts(c)
-        tail = c._tails[("t", "imp")]
-        # the tail's messages were counted and stored; the total is their sum
-        assert all(got[m.seq] is not None for m in tail.messages)
+        # what the summary does not cover was counted and stored; the total is their sum
+        boundary = store.latest_summary("imp", tenant="t").upto_seq
+        assert all(n is not None for seq, n in got.items() if seq > boundary)
         info = store.get_conversation("imp", tenant="t")
         assert info.token_total == sum(n for n in got.values() if n) > 0
         # the summary covers what the counted import's covers, and the prompt is its
@@ -893,10 +872,10 @@ def test_a_failing_import_still_counts_the_tail_of_what_it_stored(convs):
     outline = convs.store.read_outline("imp", tenant="t")
     assert len(outline) == 60
     assert outline[-1].tokens is not None  # the newest were counted before the error left
-    tail = convs._tails.get(("t", "imp"))
-    if tail is not None:  # and the in-process tail agrees with the store
-        info = convs.store.get_conversation("imp", tenant="t")
-        assert tail.total_tokens == info.token_total
+    # the in-process tail agrees with the store (nothing is summarised yet)
+    assert convs.store.latest_summary("imp", tenant="t") is None
+    info = convs.store.get_conversation("imp", tenant="t")
+    assert convs.check_sync("imp", tenant="t", user="u").current_tokens == info.token_total
 
 
 @settings(
@@ -933,11 +912,12 @@ def test_property_bulk_import_builds_what_a_counted_import_builds(
         info = deferred.store.get_conversation("imp", tenant="t")
         assert info.token_total == sum(n for n in got.values() if n)
         # what is not summarised weighs the same (the compaction check's input)
-        ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
-        assert ta.unsummarized_tokens == tb.unsummarized_tokens
-        for t in (ta, tb):  # each tail message's cost, kept beside it
-            assert list(t.costs) == [count_message(H, m) for m in t.messages]
-            assert t.tokens == sum(t.costs)
+        kw = {"tenant": "t", "user": "u"}
+        assert deferred.check_sync("imp", **kw) == counted.check_sync("imp", **kw)
+        for c in (deferred, counted):  # the tails' costs are what a reload counts
+            warm = c.check_sync("imp", **kw)
+            c.drop_caches()
+            assert c.check_sync("imp", **kw) == warm
         _assert_same_summary_and_prompt(deferred, counted)
     finally:
         deferred.close()
@@ -1024,12 +1004,9 @@ def test_a_tail_is_read_afresh_when_another_connection_wrote_much(tmp_path):
             assert [(m.role, m.text) for m in built.messages] == [
                 (m.role, m.text) for m in again.messages
             ]
-            ta, tf = a._tails[("t", "c")], fresh._tails[("t", "c")]
-            assert [m.seq for m in ta.messages] == [m.seq for m in tf.messages]
-            assert (ta.last_seq, ta.user_turns, ta.total_tokens, ta.covered_tokens) == (
-                tf.last_seq, tf.user_turns, tf.total_tokens, tf.covered_tokens,
-            )  # fmt: skip
-            assert ta.summary == tf.summary
+            # the reloaded tail is the new process's: same live size, same summary trigger
+            kw = {"tenant": "t", "user": "u"}
+            assert a.check_sync("c", **kw) == fresh.check_sync("c", **kw)
         finally:
             fresh.close()
     finally:
@@ -1162,7 +1139,7 @@ _WRITERS = st.lists(
 @example(ops=[("build", 0), ("append", 1), ("build", 0)])  # the same store, another Conversations
 @example(ops=[("build", 0), ("raw", 0), ("build", 0)])  # the store itself, no tail
 def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, ops):
-    """Tails kept current by change tokens hold exactly the newest stored messages after a build.
+    """Tails kept current by versions hold what a new process reads, after every build.
 
     Writers: Conversations 0 and 1 share one store, Conversations 2 has a store of
     its own on the same file (another connection, as another process would), and
@@ -1174,6 +1151,8 @@ def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, 
         Conversations(ContextEngine(counter=H, budget=4000), store)
         for store in (shared, shared, other)
     ]
+    probe = Conversations(ContextEngine(counter=H, budget=4000), SQLiteStore(path))  # cold
+    kw = {"tenant": "t", "user": "u"}
     try:
         for i, (op, who) in enumerate(ops):
             text = f"{op} {who} #{i}"
@@ -1186,20 +1165,17 @@ def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, 
                 continue
             built = convs[who].build_sync("c", text, tenant="t", user="u")
             stored = shared.read("c", tenant="t")
-            tail = convs[who]._tails[("t", "c")]
-            assert tail.last_seq == stored[-1].seq
-            seqs = [m.seq for m in tail.messages]
-            assert seqs == [m.seq for m in stored[len(stored) - len(seqs) :]]
-            assert [m.text for m in tail.messages] == [
-                m.text for m in stored[len(stored) - len(seqs) :]
-            ]
-            assert list(tail.costs) == [count_message(H, m) for m in tail.messages]
-            assert tail.tokens == sum(tail.costs)
+            # what the tail holds builds what a new process builds (asked first: the
+            # probe's read stores the counts of raw appends, a write the tail would see)
+            warm = convs[who].build_sync("c", "probe", store_message=False, **kw)
+            probe.drop_caches()  # as a new process: the tail read from the store
+            cold = probe.build_sync("c", "probe", store_message=False, **kw)
+            assert [m.text for m in warm.messages] == [m.text for m in cold.messages]
             texts = [m.text for m in built.messages]
             if len(stored) > 1:  # the message stored before this one is in the prompt
                 assert stored[-2].text in texts
     finally:
-        for c in convs:
+        for c in (*convs, probe):
             c.close()  # closing a store twice is harmless
 
 
@@ -1220,13 +1196,13 @@ def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_pat
     def total() -> int:
         return other.get_conversation("imp", tenant="t").token_total
 
-    def counted_elsewhere_first(conversation, tenant, messages, views, tokens):
+    async def counted_elsewhere_first(conversation, tenant, messages, views, tokens):
         start = total()
         if moved:  # the import's own count of its newest messages is left alone
             counts = {m.seq: n for m, n in zip(messages, tokens, strict=True)}
             other.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=H.name)
         middle = total()
-        original(conversation, tenant, messages, views, tokens)
+        await original(conversation, tenant, messages, views, tokens)
         moved.append((middle - start, total() - middle))
         return None
 
@@ -1240,8 +1216,14 @@ def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_pat
         assert moved[0][1] > 0  # the import's own count
         assert moved[1] == (moved[1][0], 0)  # the other's write moved it, this one did not
         assert moved[1][0] > 0
-        tail = c._tails[("t", "imp")]
-        assert tail.total_tokens == total() == sum(n for n in _stored_counts(c).values() if n)
+        assert total() == sum(n for n in _stored_counts(c).values() if n)
+        # the tail's live size is the one a new process reads from the store's total
+        kw = {"tenant": "t", "user": "u"}
+        fresh = Conversations(engine, SQLiteStore(db), window_tokens=300)
+        try:
+            assert c.check_sync("imp", **kw) == fresh.check_sync("imp", **kw)
+        finally:
+            fresh.close()
     finally:
         c.close()
         other.close()
@@ -1281,7 +1263,14 @@ def test_a_background_summary_keeps_the_tail_current(tmp_path):
         summaries = store.summaries("c", tenant="t")
         assert len(summaries) >= 3, "background summaries ran"
         assert store.asked == asked
-        assert convs._tails[("t", "c")].summary == summaries[-1]
+        # the warm tail has the newest summary: it builds what a new process builds
+        fresh = Conversations(ContextEngine(counter=H, budget=800), SQLiteStore(store.path))
+        try:
+            kw = {"tenant": "t", "user": "u"}
+            assert convs.check_sync("c", **kw) == fresh.check_sync("c", **kw)
+        finally:
+            fresh.close()
+        assert store.asked == asked
         built = convs.build_sync("c", "and now?", tenant="t", user="u")
         shown = {b.name: b.status for b in built.report.blocks}
         assert shown.get("summary") in ("included", "truncated")

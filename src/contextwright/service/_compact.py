@@ -1,12 +1,11 @@
 """Compaction in the stateful mode: `Compactor`, the background summaries and `Conversations.compact`.
 
-`Conversations` (``_conversations.py``) holds one `Compactor` and reaches it
-through a few delegates. It plans from the stored outlines, summarises
+`Conversations` (``_conversations.py``) holds one `Compactor`. It plans from the stored outlines, summarises
 incrementally (previous summary + what follows it), saves the summary and its
 log entry in one transaction (with the expected version: a lost race stands
 down), and adopts the result into the in-process tail. Background summaries
-are durable 'summarise' jobs in the store's queue (`JobRunner`); see
-`Compactor._compact`.
+are durable 'summarise' jobs in the backend's queue (`JobRunner`), scheduled by
+builds and after bulk writes (`summarise_if_due`); see `Compactor.compact_now`.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from ..history import (
 )
 from ..model._messages import Message
 from ..stores import CompactionEntry, Job, MessageOutline, Summary
+from ..stores._inline import runs_inline
 from ..tokens._frame import count_message
 from ._tail import Tail
 
@@ -44,8 +44,6 @@ SUMMARISE = "summarise"  # the job kind of a background summary
 MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 # A tool result to offload: (working-memory key, call id, original text, ttl).
 Offload = tuple[str, str, str, float]
-# The conversation's version a write left, when the store says (see `Tail.follow`).
-_Written = int | None
 
 
 class _StoodDown(Exception):
@@ -94,6 +92,17 @@ class Compactor:
             self._pending[key] = done
             done.add_done_callback(lambda _: self._forget(key, done))
 
+    async def summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
+        """After a bulk write: summarise what is outside the window now, in the
+        background, so that the first build does not have to. Below the summary
+        triggers too if the tail could not hold all that is not summarised: a bulk
+        import leaves those messages uncounted, for this summary to cover."""
+        tail = await self.c._keeper.tail(conversation, tenant, user)
+        with tail.lock:
+            past_tail = tail.last_seq - tail.boundary > len(tail.messages)
+        if past_tail or self.c._check(tail, None).summary_due:
+            await self.schedule(conversation, tenant, user, routine=True)
+
     def _forget(self, key: tuple[str, str], done: concurrent.futures.Future[None]) -> None:
         if self._pending.get(key) is done:
             del self._pending[key]
@@ -108,8 +117,8 @@ class Compactor:
         if mine is None:  # another process's job: waited for here while it runs
             self._pending[key] = here
         try:
-            tail = await self.c._tail(conversation, job.tenant, user)
-            await self._compact(
+            tail = await self.c._keeper.tail(conversation, job.tenant, user)
+            await self.compact_now(
                 conversation, job.tenant, user, tail, None, wait=False, routine=routine,
                 prompt=False, background=True,
             )  # fmt: skip
@@ -119,7 +128,7 @@ class Compactor:
             self._forget(key, here)
             here.set_result(None)
 
-    async def _compact(
+    async def compact_now(
         self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
         *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
         explicit: bool = False, prompt: bool = True, background: bool = False,
@@ -150,7 +159,8 @@ class Compactor:
         with tail.lock:  # one snapshot: a summary adopted meanwhile must not be counted twice
             before_summary, covered_before = tail.summary, tail.covered_tokens
         after = before_summary.upto_seq if before_summary else 0
-        outline = await self.c.db.read_outline(conversation, tenant=tenant, after_seq=after)
+        log = self.c.backend.conversations
+        outline = await log.read_outline(conversation, tenant=tenant, after_seq=after)
         n = len(outline)
         full: dict[int, Message] = {}  # by index in outline
         costs: list[int | None] = [self._stored_cost(o) for o in outline]
@@ -248,7 +258,7 @@ class Compactor:
             # Waited for by an async caller: on the background thread, so that the
             # rules' CPU time does not hold up the caller's event loop. The sync API's
             # private loop serves only this call: the rules run on it, with no hops.
-            hop = wait and not self.c._inline()
+            hop = wait and not runs_inline()
             draft = await (asyncio.wrap_future(self.c._runner.submit(runner)) if hop else runner)
             content, method = draft.content, draft.method
             new_summary = Summary(
@@ -256,17 +266,15 @@ class Compactor:
                 outline[cut - 1].seq, content, counter.count(content), method, self.c.clock(),
                 {"messages": draft.messages, "covered_tokens": covered_before + sum(c for i, c in enumerate(known[:cut]) if i not in fresh)},
             )  # fmt: skip
-        kept_views = [self.c._view(full[i])[0] for i in range(cut, n)] if prompt else []
+        kept_views = [self.c._writes.view(full[i])[0] for i in range(cut, n)] if prompt else []
         kept_fresh = sorted(i for i in fresh if i >= cut)
         if kept_fresh and not preview:
             # uncounted messages that stay outside the summary get their counts
             # stored, so that the store's totals cover everything not summarised
             counted = [costs[i] or 0 for i in kept_fresh]
-            await self.c.db._run(
-                functools.partial(
-                    self.c._store_counts, conversation, tenant, [full[i] for i in kept_fresh],
-                    [fresh[i] for i in kept_fresh], counted,
-                )
+            await self.c._writes.store_counts(
+                conversation, tenant, [full[i] for i in kept_fresh],
+                [fresh[i] for i in kept_fresh], counted,
             )  # fmt: skip
             with tail.lock:
                 tail.total_tokens += sum(counted)
@@ -281,28 +289,26 @@ class Compactor:
             )  # fmt: skip
             # summary and log entry in one transaction: a crash leaves both or neither
             try:
-                saved, written = await self.c.db._run(
-                    functools.partial(self.c._save_compaction, new_summary, entry, tenant)
-                )
+                saved, written = await self.c._writes.save_compaction(new_summary, entry, tenant)
             except SummaryConflictError as lost:
                 # Another process saved a summary reaching as far first: a lost race,
                 # not an error. Nothing was written; adopt the winner and stand down.
-                self.c._apply_summary(tail, lost.latest)
+                self.c._keeper.apply_summary(tail, lost.latest)
                 if background:
                     raise _StoodDown from None
                 return self._stood_down(lost.latest, outline, full, n, before_tokens, urgency,
                                         notes, flushed, prompt)  # fmt: skip
             version = saved.version
-            self.c._apply_summary(tail, saved, written)
-            current = self.c._tails.get(key)
+            self.c._keeper.apply_summary(tail, saved, written)
+            current = self.c._keeper.cache.get(key)
             if current is not None and current is not tail:  # evicted and read afresh meanwhile
-                self.c._apply_summary(current, saved)
+                self.c._keeper.apply_summary(current, saved)
         elif explicit and not preview:
             entry = CompactionEntry(
                 0, conversation, self.c.clock(), urgency.urgency, False, before_tokens, before_tokens,
                 None, after, strategies, {"notes": list(notes), "reason": "nothing to summarise"},
             )  # fmt: skip
-            await self.c.db.log_compaction(entry, tenant=tenant)
+            await self.c.backend.compactions.log_compaction(entry, tenant=tenant)
         shown = ([Message.system(content)] if content else []) + kept_views
         return CompactionResult(
             shown, content, n, n - cut, flushed, before_tokens, new_tokens,
@@ -322,7 +328,7 @@ class Compactor:
         """
         kept = [i for i in range(n) if outline[i].seq > latest.upto_seq and i in full]
         shown = [Message.system(latest.content)] + (
-            [self.c._view(full[i])[0] for i in kept] if prompt else []
+            [self.c._writes.view(full[i])[0] for i in kept] if prompt else []
         )
         note = (
             f"stood down: summary version {latest.version}, saved meanwhile by another "
@@ -359,7 +365,7 @@ class Compactor:
         await self._read_full(conversation, tenant, outline, full, todo[0], todo[-1] + 1)
         counter, ov = self.c.engine.counter, self.c.engine.overhead
         for i in todo:
-            made = self.c._view(full[i])
+            made = self.c._writes.view(full[i])
             costs[i] = count_message(counter, made[0], ov)
             if not outline[i].counter:
                 fresh[i] = made
@@ -373,7 +379,7 @@ class Compactor:
         if not missing:
             return
         lo, hi = missing[0], missing[-1]
-        more = await self.c.db.read(
+        more = await self.c.backend.conversations.read(
             conversation, tenant=tenant, after_seq=outline[lo].seq - 1, upto_seq=outline[hi].seq
         )
         if [m.seq for m in more] != [o.seq for o in outline[lo : hi + 1]]:
@@ -389,8 +395,8 @@ class Compactor:
         Only the conversation's owner may, a preview too: anyone else gets
         `InvalidMessageError` (``user``) before anything is read or written.
         """
-        tail = await self.c._tail(conversation, tenant, user)
-        await self.c._owned(tail, conversation, tenant, user)
+        tail = await self.c._keeper.tail(conversation, tenant, user)
+        await self.c._keeper.owned(tail, conversation, tenant, user)
         if tail.owner is None:
             raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
         # A background summary may be under way (a bulk import schedules one). A
@@ -410,6 +416,6 @@ class Compactor:
         finally:
             if yielding:
                 self._yield_to.discard(key)
-        return await self._compact(
+        return await self.compact_now(
             conversation, tenant, user, tail, None, wait=True, preview=preview, force=force
         )

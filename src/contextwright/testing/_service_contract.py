@@ -59,12 +59,14 @@ class ServiceContract(Suite[Backend]):
         assert all(score > 0 for _, score in hits)
         assert [o.seq for o in outlines] == [1, 2, 3, 4, 5]  # the tool result as a neighbour
         assert [o.role for o in outlines] == ["user", "assistant", "tool", "user", "assistant"]
-        assert outlines[0].text == "alpha budget" and outlines[0].name == "Ann"
+        assert outlines[0].text == "alpha budget"
+        assert outlines[0].name == "Ann"
         hits, outlines = await find("c", "budget", tenant="t", before_seq=4, around=1)
         assert [seq for seq, _ in hits] == [1]
         assert [o.seq for o in outlines] == [1, 2]
         _, outlines = await find("c", "budget", tenant="t", around=1, known={2, 3})
-        assert {o.seq for o in outlines} <= {1, 4, 5} and {1, 4} <= {o.seq for o in outlines}
+        assert {o.seq for o in outlines} <= {1, 4, 5}
+        assert {1, 4} <= {o.seq for o in outlines}
         assert len((await find("c", "budget", tenant="t", limit=1))[0]) == 1
         assert [o.seq for o in (await find("c", "budget", tenant="t"))[1]] == [1, 4]  # around=0
         assert await find("c", "budget", tenant="other") == ([], [])
@@ -124,6 +126,7 @@ class ServiceContract(Suite[Backend]):
         assert again.id == job.id  # one pending job per (tenant, kind, key)
         assert [j.id for j in await b.jobs.jobs(tenant="t")] == [job.id]
         claimed = await b.jobs.claim(["summarise"], worker="w", lease=30.0)
-        assert claimed is not None and claimed.payload == {"n": 1}
+        assert claimed is not None
+        assert claimed.payload == {"n": 1}
         await b.jobs.complete(claimed)
         assert await b.jobs.jobs(tenant="t") == []
