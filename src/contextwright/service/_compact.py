@@ -35,7 +35,7 @@ from ._tail import Tail
 if TYPE_CHECKING:
     from ._conversations import Conversations
 
-__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload"]
+__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload", "compaction_report"]
 
 SUMMARISE = "summarise"  # the job kind of a background summary
 
@@ -44,6 +44,20 @@ SUMMARISE = "summarise"  # the job kind of a background summary
 MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 # A tool result to offload: (working-memory key, call id, original text, ttl).
 Offload = tuple[str, str, str, float]
+
+
+def compaction_report(
+    urgency: CompactionCheck, compacted: CompactionResult | None
+) -> dict[str, Any]:
+    """The build report's ``compaction``: the check, and what a compaction before it did."""
+    out: dict[str, Any] = {"urgency": urgency.urgency, "live_tokens": urgency.current_tokens}
+    if compacted is not None:
+        out.update(
+            performed=compacted.applied, strategies=list(compacted.strategies),
+            tokens_before=compacted.tokens_before_compaction,
+            tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
+        )  # fmt: skip
+    return out
 
 
 class _StoodDown(Exception):
@@ -91,6 +105,35 @@ class Compactor:
         if not done.done():
             self._pending[key] = done
             done.add_done_callback(lambda _: self._forget(key, done))
+
+    async def before_build(
+        self, conversation: str, tenant: str, user: str, tail: Tail, budget: Budget | int | None
+    ) -> tuple[CompactionCheck, CompactionResult | None]:
+        """What a build must do first: compact a conversation over its hard threshold,
+        or make the first summary of one whose window cannot hold what is there.
+
+        Returns the check the build reports and the compaction, if one ran. A
+        summary of the conversation already under way here is waited for instead.
+        """
+        urgency = self.c._check(tail, budget)
+        compacted: CompactionResult | None = None
+        running = self.running((tenant, conversation))
+        # nothing summarised yet, the window cannot hold what is there, and a summary
+        # could cut something (decided from the stored messages alone, so that an
+        # evicted or restarted tail decides the same: no per-process "tried" flag)
+        first = urgency.summary_due and tail.summary is None and self.c._can_cut(tail)
+        if (urgency.urgency in ("hard", "emergency") or first) and running is not None:
+            await asyncio.wrap_future(running)  # the same work is already under way
+            urgency = self.c._check(tail, budget)
+            first = first and urgency.summary_due and tail.summary is None
+        if urgency.urgency in ("hard", "emergency"):
+            compacted = await self.compact_now(conversation, tenant, user, tail, urgency, wait=True)
+        elif first:
+            compacted = await self.compact_now(
+                conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
+            )  # fmt: skip
+            urgency = self.c._check(tail, budget)
+        return urgency, compacted
 
     async def summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
         """After a bulk write: summarise what is outside the window now, in the

@@ -55,7 +55,7 @@ from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
 from ..stores import Backend, Job, Jobs, MemoryJobs, SQLiteBackend, SQLiteStore
 from ..stores._runner import JobRunner
-from ._compact import SUMMARISE, Compactor, MemoryFlush
+from ._compact import SUMMARISE, Compactor, MemoryFlush, compaction_report
 from ._live import can_cut, live_check, window_allowance
 from ._sync import SyncLoop, sync_list, sync_twin
 from ._tail import Tail, TailCache
@@ -319,26 +319,9 @@ class Conversations:
             self.engine._next_step(message, owned.snapshot()[0])
             await self._append(conversation, [message], tenant, user, index_later=False)
         tail = await self._tail(conversation, tenant, user)
-        urgency = self._check(tail, budget)
-        compacted: CompactionResult | None = None
-        running = self._compactor.running((tenant, conversation))
-        # nothing summarised yet, the window cannot hold what is there, and a summary
-        # could cut something (decided from the stored messages alone, so that an
-        # evicted or restarted tail decides the same: no per-process "tried" flag)
-        first = urgency.summary_due and tail.summary is None and self._can_cut(tail)
-        if (urgency.urgency in ("hard", "emergency") or first) and running is not None:
-            await asyncio.wrap_future(running)  # the same work is already under way
-            urgency = self._check(tail, budget)
-            first = first and urgency.summary_due and tail.summary is None
-        if urgency.urgency in ("hard", "emergency"):
-            compacted = await self._compactor.compact_now(
-                conversation, tenant, user, tail, urgency, wait=True
-            )
-        elif first:
-            compacted = await self._compactor.compact_now(
-                conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
-            )  # fmt: skip
-            urgency = self._check(tail, budget)
+        urgency, compacted = await self._compactor.before_build(
+            conversation, tenant, user, tail, budget
+        )
         history, turns, summary_rec, seen = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
         built = await self.engine.build(
@@ -352,16 +335,7 @@ class Conversations:
         if store_message and current is not None:
             await self._append(conversation, [current], tenant, user, index_later=False)
         built.report.last_seq = seen
-        built.report.compaction = {
-            "urgency": urgency.urgency,
-            "live_tokens": urgency.current_tokens,
-        }
-        if compacted is not None:
-            built.report.compaction.update(
-                performed=compacted.applied, strategies=list(compacted.strategies),
-                tokens_before=compacted.tokens_before_compaction,
-                tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
-            )  # fmt: skip
+        built.report.compaction = compaction_report(urgency, compacted)
         if urgency.summary_due or urgency.urgency == "soft":
             routine = urgency.urgency == "none"
             await self._compactor.schedule(conversation, tenant, user, routine=routine)
