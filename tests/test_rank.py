@@ -20,14 +20,11 @@ from hypothesis import strategies as st
 
 from contextwright import ConfigError, HeuristicCounter, Message
 from contextwright.history import RecallSource
-from contextwright.history._rank import (
-    _FEEDBACK_WORD,
-    QueryAnalysis,
-    TurnIndex,
-    TurnRanker,
-    _date_matches,
-    day_label,
-)
+from contextwright.history._query import QueryAnalysis
+from contextwright.history._query import date_matches as _date_matches
+from contextwright.history._rank import TurnIndex, TurnRanker
+from contextwright.history._turns import FEEDBACK_WORD as _FEEDBACK_WORD
+from contextwright.history._turns import day_label
 
 DAY = 86_400.0
 T0 = 1_700_000_000.0  # 14 November 2023
@@ -190,7 +187,7 @@ def test_day_labels_and_month_names_do_not_follow_the_process_locale(monkeypatch
 def _analyse_before(query: str, speakers: dict[str, str]) -> tuple[str, str, set[str], set[int]]:
     """`analyse` as it was written first (one pass that copies every piece), kept as the
     oracle for the version that only cuts the names out: the two must agree."""
-    from contextwright.history._rank import _MONTHS, _WORD, STOP_WORDS
+    from contextwright.history._query import _MONTHS, _WORD, STOP_WORDS
 
     words: list[str] = []
     kept: list[str] = []

@@ -17,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from contextwright import Message
+from contextwright import Message, TextPart
 from contextwright._errors import InvalidMessageError
 from contextwright.stores import SQLiteStore
 
@@ -152,10 +154,43 @@ def test_speaker_names_of_the_turns_in_a_range(store: SQLiteStore) -> None:
     assert store.speaker_names("c", tenant=T, after_seq=5) == []
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant", "system"]),
+            st.sampled_from([None, "Mel", "Caroline", "Dave", "Émile", "mel"]),
+        ),
+        max_size=30,
+    ),
+    st.integers(0, 32),
+    st.integers(0, 32),
+)
+def test_speaker_names_are_the_distinct_names_of_the_range(
+    tmp_path_factory: pytest.TempPathFactory,
+    turns: list[tuple[str, str | None]],
+    after: int,
+    upto: int,
+) -> None:
+    with SQLiteStore(tmp_path_factory.mktemp("names") / "s.db") as store:
+        store.append("other", [Message.user("x", name="Zed")], tenant=T)
+        if turns:
+            store.append(
+                "c", [Message(role, (TextPart("x"),), name=name) for role, name in turns], tenant=T
+            )  # type: ignore[arg-type]
+        want = sorted({
+            name for i, (role, name) in enumerate(turns, 1)
+            if name and role != "system" and after < i <= upto
+        })  # fmt: skip
+        assert store.speaker_names("c", tenant=T, after_seq=after, upto_seq=upto) == want
+
+
 def test_bad_arguments_are_typed_errors_naming_the_field(store: SQLiteStore) -> None:
     add(store, ["kitten"])
     with pytest.raises(InvalidMessageError, match="query"):
         store.search_outlines("c", 3, tenant=T)  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError, match="known"):
+        store.search_outlines("c", "kitten", tenant=T, known=5)  # type: ignore[arg-type]
     for field, kw in (
         ("limit", {"limit": -1}),
         ("before_seq", {"before_seq": -2}),

@@ -3,15 +3,13 @@
 `RecallSource` asks this module which stored turns to bring back for a new
 message. The turns of a conversation are held in process (`TurnIndex`: text,
 speaker, time, session, optional vectors), kept up to date from the store, and
-ranked by `TurnRanker` in five steps (`TurnIndex` holds either all of a
-conversation's turns, for the configurations that rank every turn, or only the
-store's hits and their surroundings):
+ranked by `TurnRanker` in five steps (`TurnIndex`, ``_turns.py``, holds either
+all of a conversation's turns, for the configurations that rank every turn, or
+only the store's hits and their surroundings):
 
-1. **Query analysis** (`analyse`). Stop words go (English; CJK text is left to the
-   index's bigrams). Words naming a *speaker* of the conversation go too:
-   in a dialogue a name mostly appears as a vocative addressed to the *other*
-   person ("Thanks, Mel!"), so matching it as text favours the wrong speaker;
-   it becomes a speaker prior instead. Month names and years become a date prior.
+1. **Query analysis** (`analyse`, ``_query.py``): stop words and the names of
+   the conversation's speakers leave the search words; named speakers, months
+   and years become priors.
 2. **Lexical evidence**: full-text BM25 over what is left, answered by the
    store's own index (FTS5 on SQLite), not kept in process. A hit's
    score also flows to its neighbours in the same session, decaying by
@@ -46,210 +44,23 @@ Pure Python for the lexical path; numpy only when an embedder is configured.
 
 from __future__ import annotations
 
-import bisect
 import math
-import re
-import time
-from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
-from ..model._messages import Message
-from ..stores import MessageOutline
-from ..text._terms import RECALL_STOP_WORDS as STOP_WORDS
-from ..text._terms import WORD as _WORD
+from ._query import STOP_WORDS, QueryAnalysis, analyse, date_matches, speaker_map
+from ._turns import FEEDBACK_WORD, IndexedTurn, TurnIndex, day_label
 
 if TYPE_CHECKING:
     from ..memory import Embedder
 
 __all__ = [
-    "IndexedTurn", "QueryAnalysis", "RankWeights", "TurnIndex", "TurnRanker", "analyse", "speaker_map",
+    "STOP_WORDS", "IndexedTurn", "QueryAnalysis", "RankWeights", "TurnIndex", "TurnRanker",
+    "analyse", "day_label", "speaker_map",
 ]  # fmt: skip
-
-# English month names, whatever the process locale (`calendar.month_name` follows LC_TIME)
-_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August",
-                "September", "October", "November", "December")  # fmt: skip
-_MONTHS = {name.lower(): i for i, name in enumerate(_MONTH_NAMES, 1)}
-_YEAR = re.compile(r"\b(1[89]\d\d|2[01]\d\d)\b")
-_FEEDBACK_WORD = re.compile(r"[a-z]{4,}")
-
-
-@dataclass(frozen=True, slots=True)
-class QueryAnalysis:
-    """What a message asks for, as ranking uses it."""
-
-    text: str  # the words for full-text search (stop words and speaker names removed)
-    semantic: str = ""  # the message without speaker names, for an embedder
-    speakers: frozenset[str] = frozenset()  # speaker labels the message names
-    months: frozenset[int] = frozenset()
-    years: frozenset[int] = frozenset()
-
-
-def analyse(query: str, speakers: Mapping[str, str] | None = None) -> QueryAnalysis:
-    """Split ``query`` into search words, named speakers and named dates.
-
-    ``speakers`` maps a lower-cased name (or first name) to its speaker label; a
-    name counts when capitalised, as a month counts when its full name is, or
-    "may" would be a month in every question that asks what someone may do. Punctuation and anything the
-    word pattern does not take are left for the index's tokenizer. If no
-    word would be left to search, the stop words stay.
-    """
-    speakers = speakers or {}
-    words: list[str] = []
-    cuts: list[tuple[int, int]] = []  # the speaker names, left out of ``semantic``
-    named: set[str] = set()
-    months: set[int] = set()
-    skip = 0  # the end of a possessive "'s" after a name
-    for m in _WORD.finditer(query):
-        if skip and m.start() < skip:  # the "s" of a possessive already cut
-            continue
-        word = m.group(0)
-        low = word.lower()
-        # a capital (or a script without case) tells "Will" the speaker from "will"
-        if low in speakers and not word[0].islower():
-            named.add(speakers[low])
-            end = m.end()
-            if query.startswith(("'s", "’s"), end):
-                end += 2
-            cuts.append((m.start(), end))
-            skip = end
-            continue
-        month = _MONTHS.get(low)
-        if month is not None and word[0].isupper():
-            months.add(month)
-        if low not in STOP_WORDS:
-            words.append(word)
-    if not words:
-        # "What did she say?": better to search the function words than nothing
-        words = [w for w in _WORD.findall(query) if w.lower() not in speakers]
-    years = {int(y) for y in _YEAR.findall(query)}
-    kept = query
-    if cuts:  # the query without speaker names, for an embedder
-        pieces, last = [], 0
-        for start, end in cuts:
-            pieces.append(query[last:start])
-            last = end
-        pieces.append(query[last:])
-        kept = "".join(pieces)
-    semantic = " ".join(kept.split())
-    return QueryAnalysis(
-        " ".join(words), semantic, frozenset(named), frozenset(months), frozenset(years)
-    )
-
-
-@dataclass(slots=True)
-class IndexedTurn:
-    """One user or assistant turn as recall ranks and renders it."""
-
-    seq: int
-    role: str
-    speaker: str  # the message's name, else its role
-    created_at: float | None
-    text: str
-    session: int
-    day: str = ""  # date heading (`day_label`), fixed at indexing
-    month: tuple[int, int] = (0, 0)  # (year, month) of ``created_at``, UTC
-    costs: dict[str, int] = field(default_factory=dict)  # rendered line cost by counter name
-
-
-class TurnIndex:
-    """The user and assistant turns of one conversation, in sequence order.
-
-    Built from the store once and then extended with what is new; a silence of
-    more than ``session_gap`` seconds starts a new session (neighbour evidence
-    does not cross sessions). Each turn's date heading is written in ``locale``.
-    ``vectors`` holds one row per turn once embedded. With ``gaps`` the index may
-    be given stretches of the conversation with messages missing between them
-    (the store's hits and their surroundings): a gap in sequence numbers starts a
-    new session too, so that no neighbour evidence crosses it.
-    """
-
-    def __init__(
-        self, session_gap: float = 3600.0, locale: str = "en", *, gaps: bool = False
-    ) -> None:
-        self.session_gap = session_gap
-        self.locale = locale
-        self.gaps = gaps
-        self.turns: list[IndexedTurn] = []
-        self.seqs: list[int] = []
-        self.positions: dict[int, int] = {}  # seq -> its index in ``turns`` (and ``seqs``)
-        self.sessions: list[int] = []  # each turn's session, as ``turns[i].session``
-        self.last_seq = 0
-        self.speakers: dict[str, str] = {}
-        self._df: Counter[str] = Counter()  # see `df`
-        self._df_turns = 0  # how many turns ``_df`` has counted
-        self.vectors: Any = None  # numpy float32 (n_embedded, d), rows L2-normalised
-        self.embedded_by: str | None = None
-        self._session = 0
-
-    def __len__(self) -> int:
-        return len(self.turns)
-
-    @property
-    def df(self) -> Counter[str]:
-        """Turns containing each Latin-script word of four letters or more (feedback words).
-
-        Counted when first asked for, then kept up to date: only the feedback
-        search uses it, and the stateful default has none, so its turns never pay.
-        """
-        if self._df_turns < len(self.turns):
-            update = self._df.update
-            for t in self.turns[self._df_turns :]:
-                update(set(_FEEDBACK_WORD.findall(t.text.lower())))
-            self._df_turns = len(self.turns)
-        return self._df
-
-    def add(self, messages: Iterable[Message | MessageOutline]) -> int:
-        """Append stored messages (or their outlines) newer than any seen; returns the turns added."""
-        added = 0
-        for m in messages:
-            seq = m.seq or 0
-            if seq <= self.last_seq:
-                continue
-            gap = self.gaps and seq > self.last_seq + 1
-            self.last_seq = seq
-            if m.role not in ("user", "assistant"):
-                continue
-            text = m.text
-            if not text.strip():
-                continue
-            prev = self.turns[-1] if self.turns else None
-            if prev is not None and (
-                gap  # messages between that the index was not given: no neighbours across
-                or (
-                    m.created_at is not None
-                    and prev.created_at is not None
-                    and m.created_at - prev.created_at > self.session_gap
-                )
-            ):
-                self._session += 1
-            speaker = m.name or m.role
-            day = day_label(m.created_at, self.locale)
-            month = (0, 0)
-            if m.created_at is not None:
-                t = time.gmtime(m.created_at)
-                month = (t.tm_year, t.tm_mon)
-            self.turns.append(IndexedTurn(
-                seq, m.role, speaker, m.created_at, text, self._session, day, month
-            ))  # fmt: skip
-            self.positions[seq] = len(self.seqs)
-            self.seqs.append(seq)
-            self.sessions.append(self._session)
-            if m.name:
-                _add_speaker(self.speakers, m.name)
-            added += 1
-        return added
-
-    def count_before(self, seq: int | None) -> int:
-        """How many turns have a sequence number below ``seq`` (all if None)."""
-        return len(self.seqs) if seq is None else bisect.bisect_left(self.seqs, seq)
-
-    def position(self, seq: int) -> int | None:
-        """The index of turn ``seq`` in ``turns``, None if it is not a turn of the index."""
-        return self.positions.get(seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,12 +132,12 @@ class TurnRanker:
         if self.embedder is not None or w.feedback_weight <= 0 or not ranked:
             return None
         n = max(1, len(index))
-        asked = set(_FEEDBACK_WORD.findall(analysis.text.lower()))
+        asked = set(FEEDBACK_WORD.findall(analysis.text.lower()))
         names = set(index.speakers)
         df = index.df
         weight: dict[str, float] = {}
         for p, _ in ranked[: w.feedback_docs]:
-            for word in set(_FEEDBACK_WORD.findall(index.turns[p].text.lower())):
+            for word in set(FEEDBACK_WORD.findall(index.turn(p).text.lower())):
                 if word not in STOP_WORDS and word not in asked and word not in names:
                     idf = math.log(n / max(1, df[word]))
                     weight[word] = weight.get(word, 0.0) + idf
@@ -358,7 +169,7 @@ class TurnRanker:
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
             raise ConfigError(f"top must be a non-negative integer or None, got {top!r}")
         w = self.weights
-        turns = index.turns
+        turn = index.turn
         lexical = self._lexical(index, hits, n)
         k = float(w.rrf_k)
         speaker_hit = next(iter(analysis.speakers)) if len(analysis.speakers) == 1 else None
@@ -402,10 +213,10 @@ class TurnRanker:
                 if not fill:
                     continue
                 s *= w.no_evidence
-            t = turns[p]
+            t = turn(p)
             if speaker_hit is not None and t.speaker == speaker_hit:
                 s *= 1.0 + w.speaker_boost
-            if dated and _date_matches(t.month, analysis):
+            if dated and date_matches(t.month, analysis):
                 s *= 1.0 + w.date_boost
             out.append((-s, -p))
         out.sort()  # best first, ties to the newer turn (plain tuples: no key function)
@@ -448,7 +259,7 @@ class TurnRanker:
         raw = index.vectors[:m] @ np.asarray(query_vector, dtype=np.float32)
         smooth = raw.astype(np.float64)
         if w.dense_neighbours and m > 1:
-            sessions = np.fromiter((t.session for t in index.turns[:m]), dtype=np.int64, count=m)
+            sessions = np.asarray(index.sessions[:m], dtype=np.int64)
             base = smooth.copy()
             for d in range(1, min(w.dense_neighbours, m - 1) + 1):
                 same = sessions[:-d] == sessions[d:]
@@ -459,22 +270,6 @@ class TurnRanker:
         rank = np.empty(m, dtype=np.float64)
         rank[order] = np.arange(m, dtype=np.float64)
         return raw, rank
-
-
-def _add_speaker(speakers: dict[str, str], name: str) -> None:
-    speakers.setdefault(name.lower(), name)
-    words = name.split()
-    if words and words[0].lower() != name.lower():
-        speakers.setdefault(words[0].lower(), name)
-
-
-def speaker_map(names: Iterable[str]) -> dict[str, str]:
-    """Speaker names as `analyse` takes them: the lower-cased name, and its first word, → name."""
-    speakers: dict[str, str] = {}
-    for name in names:
-        if name:
-            _add_speaker(speakers, name)
-    return speakers
 
 
 def _rrf_order(
@@ -518,31 +313,3 @@ def _competition_ranks(scores: Mapping[int, float]) -> dict[int, float]:
             current, prev = i, s
         ranks[p] = float(current)
     return ranks
-
-
-def _date_matches(month: tuple[int, int], analysis: QueryAnalysis) -> bool:
-    """Whether a turn's (year, month) is a named month and year, or the month after it.
-
-    Events are talked about after they happen: a trip "in June" comes up in June
-    or in early July.
-    """
-    year, mon = month
-    if not year:
-        return False
-    before = (year - 1, 12) if mon == 1 else (year, mon - 1)
-    for y, m in ((year, mon), before):
-        if (not analysis.months or m in analysis.months) and (
-            not analysis.years or y in analysis.years
-        ):
-            return True
-    return False
-
-
-def day_label(created_at: float | None, locale: str = "en") -> str:
-    """The date heading of a group of recalled turns: "8 May 2023" (zh: "2023-05-08")."""
-    if created_at is None:
-        return ""
-    t = time.gmtime(created_at)
-    if locale.startswith("zh"):
-        return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
-    return f"{t.tm_mday} {_MONTH_NAMES[t.tm_mon - 1]} {t.tm_year}"

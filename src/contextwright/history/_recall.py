@@ -5,47 +5,35 @@ summary, which keeps the gist and loses the wording. `RecallSource` ranks the
 conversation's stored turns that are older than the history the window draws
 from (`TurnRanker`: the store's full-text search — FTS5 BM25 on SQLite —, spread
 to neighbouring turns, optional vectors, speaker and date priors — see
-``_rank.py``)
-and packs the best into one block that fits its token allowance:
-
-- **Greedy by rank, within the allowance.** Turns are taken best first; one that
-  does not fit is skipped and the next is tried, so the allowance is used up by
-  whole turns. ``limit`` caps the number of turns (the default source is
-  sparing); ``fill`` also takes turns with no evidence at all, ordered by the
-  priors, when the caller gives recall most of the budget (`MEMORY_QA_SHARES`).
-  Taking cheap turns first (score per token) was tried and lost recall: the
-  turns that answer questions are longer than average.
-- **Compact rendering.** Turns are grouped under one date line per day, each as
-  ``speaker: text`` — the speaker is the message's name, else its role; the text
-  is verbatim (escaped only where it would forge a tag). A date line costs about
-  six tokens once per day instead of on every turn. Within a day the turns keep
-  their order; the days come most relevant first, so that if the engine has to
-  cut the block (from the end), the least relevant day goes.
-- **Counted exactly.** With a ``counter`` (give it the engine's: its caching
-  counter then serves the engine's own count of the block) every line is counted
-  once with its line break and cached on the turn, the packed block is counted
-  once as a whole, and turns are added (the estimate was high) or dropped (it
-  was low) to match. The allowance is net of the frame the engine puts around
-  dynamic blocks. Without a counter a conservative heuristic stands in.
+``_rank.py``) and packs the best into one block that fits its token allowance
+(``_packing.py``: greedy by rank, one date line per day, counted exactly).
+``limit`` caps the number of turns (the default source is sparing); ``fill``
+also takes turns with no evidence at all, ordered by the priors, when the
+caller gives recall most of the budget (`MEMORY_QA_SHARES`). With a ``counter``
+(give it the engine's: its caching counter then serves the engine's own count
+of the block) packing is exact; the allowance is net of the frame the engine
+puts around dynamic blocks. Without a counter a conservative heuristic stands in.
 
 Where the turns come from depends on what is ranked:
 
 - **Hits and their surroundings** (the default: a turn limit, no ``fill``, no
   embedder). One store call (`search_outlines`) returns the best full-text hits
   below the window and the outlines of the turns within neighbour reach of
-  each, in one snapshot; they are ranked and packed, and nothing is kept but
-  the conversation's speaker names (asked of the store once, then extended from
-  each window). A fresh process recalls exactly as a warm one, at the same cost.
+  each, in one snapshot; they are ranked and packed. Stored messages never
+  change, so the outlines read are kept in a cache bounded in bytes
+  (``_outlines.py``, ``outline_cache_bytes``) and the store reads only those it
+  lacks; the conversation's speaker names are asked of the store once, then
+  extended from each window. Neither is needed for a result: a fresh process
+  recalls exactly what a warm one does.
 - **Every turn** (``fill``, or vectors). The conversation's turns are read from
   the store once (as outlines: the text without decoding whole messages, tool
   results unread) and then extended with what is new (``read_outline(after_seq=…)``,
-  only when the history shows newer messages; stored messages never change, so
-  the index is exact). The full-text evidence still comes from the store's
-  search. `prepare` reads ahead of time, which matters with an embedder, whose
-  first batch takes a while (MiniLM: about 6 ms a turn on CPU), and `catch_up`
-  adds the turns stored since the last fetch, for a background job between
-  turns, so that the next fetch finds nothing to read. The indexes are read and
-  extended under a lock, never held across an await.
+  only when the history shows newer messages). The full-text evidence still
+  comes from the store's search. `prepare` reads ahead of time, which matters
+  with an embedder, whose first batch takes a while (MiniLM: about 6 ms a turn
+  on CPU), and `catch_up` adds the turns stored since the last fetch, for a
+  background job between turns, so that the next fetch finds nothing to read.
+  The indexes are read and extended under a lock, never held across an await.
 """
 
 from __future__ import annotations
@@ -53,12 +41,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._errors import ConfigError
 from ..budget._fit import JOIN_TOKENS
-from ..model._blocks import Block, Priority, escape_content, render_block
+from ..model._blocks import Block, Priority
 from ..model._messages import Message
 from ..sources._base import FetchResult, SourceBase
 from ..sources._state import Turn
@@ -66,7 +55,9 @@ from ..sources._templates import templates_for, turn_context
 from ..stores import MessageOutline
 from ..tokens._count import HeuristicCounter, TokenCounter
 from ..tokens._frame import message_frame
-from ._rank import IndexedTurn, QueryAnalysis, TurnIndex, TurnRanker, analyse, speaker_map
+from ._outlines import OutlineCache
+from ._packing import CostMemo, pack
+from ._rank import QueryAnalysis, TurnIndex, TurnRanker, analyse, speaker_map
 
 __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
 
@@ -96,6 +87,7 @@ class SearchesMessages(Protocol):
     def search_outlines(
         self, conversation: str, query: str, *, tenant: str, limit: int = 10,
         before_seq: int | None = None, match_budget: int | None = None, around: int = 0,
+        known: Container[int] = (),
     ) -> Awaitable[tuple[list[tuple[int, float]], list[MessageOutline]]]: ...  # fmt: skip
 
     def speaker_names(
@@ -122,8 +114,7 @@ _HEADER = {
 class RecallSource(SourceBase):
     """Stored turns older than the window that bear on the message, packed to the allowance.
 
-    ``store`` is an `AsyncStore` (its ``read_outline`` fills the turn index, which
-    is searched in process).
+    ``store`` is an `AsyncStore` (`SearchesMessages`: its search, speakers and outlines).
     ``limit`` is the most turns shown (None: as many as fit). ``min_score`` drops
     full-text hits scoring below it. ``ranker`` orders the turns (give it an
     embedder for vector evidence). ``counter`` makes packing exact. ``fill``
@@ -134,6 +125,8 @@ class RecallSource(SourceBase):
     hold them) until their turn counts add up to this, and the common rest is
     left out — those say least about which turn is meant, and they made a
     search grow with the conversation (None: every term is searched).
+    ``outline_cache_bytes`` bounds the outlines kept of the messages around past
+    hits (0: none kept; a smaller cache reads more, never recalls differently).
     """
 
     store: Any = None  # SearchesMessages
@@ -149,6 +142,7 @@ class RecallSource(SourceBase):
     match_budget: int | None = None
     session_gap: float = 3600.0
     max_conversations: int = 16
+    outline_cache_bytes: int = 8 << 20
 
     def __post_init__(self) -> None:
         self._indexes: OrderedDict[tuple[str, str], TurnIndex] = OrderedDict()
@@ -157,9 +151,13 @@ class RecallSource(SourceBase):
         # Guards the turn indexes: a background job (`catch_up`) may extend one while
         # a fetch on another thread reads it. Never held across an await.
         self._lock = threading.Lock()
-        self._costs: dict[tuple[str, str], int] = {}
+        self._costs = CostMemo()
         # speakers named before each conversation's window, and how far that goes
         self._names: OrderedDict[tuple[str, str], tuple[int, frozenset[str]]] = OrderedDict()
+        size = self.outline_cache_bytes
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ConfigError(f"outline_cache_bytes must be a non-negative integer, got {size!r}")
+        self._outlines = OutlineCache(size)
 
     @classmethod
     def for_memory_qa(
@@ -352,10 +350,8 @@ class RecallSource(SourceBase):
         if not analysis.text.strip():
             return None
         reach = max(0, self.ranker.weights.neighbours)
-        hits, outlines = await self.store.search_outlines(
-            turn.conversation, analysis.text, tenant=turn.tenant, limit=self.search_limit,
-            before_seq=oldest, match_budget=self.match_budget, around=reach,
-        )  # fmt: skip
+        cache = self._outlines if oldest is not None and self._outlines.max_bytes > 0 else None
+        hits, outlines = await self._search_around(turn, analysis.text, oldest, reach, cache)
         if not hits:
             return None
         index = TurnIndex(self.session_gap, turn.locale, gaps=True)
@@ -372,6 +368,33 @@ class RecallSource(SourceBase):
         return self._ranked_block(
             index, turn, analysis, scores, n, None, None, ranked, top, allowance
         )
+
+    async def _search_around(
+        self, turn: Turn, words: str, oldest: int | None, reach: int, cache: OutlineCache | None
+    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
+        """The store's hits below ``oldest`` and the outlines within ``reach`` of them.
+
+        With ``cache`` the store reads only the outlines the cache lacks; every
+        sequence number below ``oldest`` is a stored message, so the cache and
+        the store's answer together hold them all, unless an entry went while
+        the store was asked: then the store is asked again for all of them.
+        """
+        tenant, conversation = turn.tenant, turn.conversation
+        for use_cache in (True, False):
+            extra = {"known": cache.known(tenant, conversation)} if cache and use_cache else {}
+            hits, outlines = await self.store.search_outlines(
+                conversation, words, tenant=tenant, limit=self.search_limit, before_seq=oldest,
+                match_budget=self.match_budget, around=reach, **extra,
+            )  # fmt: skip
+            if cache is None or oldest is None or not hits:
+                break
+            wanted: set[int] = set()
+            for seq, _ in hits:
+                wanted.update(range(max(1, seq - reach), min(oldest - 1, seq + reach) + 1))
+            got = cache.take(tenant, conversation, sorted(wanted), outlines)
+            if got is not None:
+                return hits, got
+        return hits, outlines
 
     async def _speakers(self, turn: Turn, oldest: int | None) -> dict[str, str]:
         """The conversation's speakers up to the end of ``turn``'s history (name → label).
@@ -436,7 +459,7 @@ class RecallSource(SourceBase):
         t = templates_for(turn.locale)
         counter = self.counter or _HEURISTIC
         tail = max(
-            message_frame(counter, p) + self._cost(counter, turn_context(t, (), p))
+            message_frame(counter, p) + self._costs.count(counter, turn_context(t, (), p))
             for p in ("user", "system")
         )
         frame = tail + JOIN_TOKENS
@@ -464,135 +487,18 @@ class RecallSource(SourceBase):
         self, index: TurnIndex, ranked: list[tuple[int, float]], allowance: int,
         rest: Callable[[], list[tuple[int, float]]] | None = None,
     ) -> Block | None:  # fmt: skip
-        """The best turns that fit ``allowance``, as one block (see the module docstring).
-
-        ``ranked`` may be the start of the ranking only; ``rest`` then gives all of
-        it, asked for if packing runs out of candidates.
-        """
-        counter = self.counter or _HEURISTIC
-        header = _HEADER["zh" if index.locale.startswith("zh") else "en"]
-        frame = self._cost(counter, render_block(Block(self.name, header))) + JOIN_TOKENS
-        pack = _Packing(index, ranked, counter, self, self.limit, rest)
-        pack.fill(allowance - frame)
-        for attempt in range(3):
-            if not pack.taken:
-                return None
-            block = pack.block(self.name, header, self.priority)
-            # One exact count of the whole; with the engine's caching counter, the
-            # engine's own count of this block is then a cache hit.
-            spare = allowance - counter.count(render_block(block)) - JOIN_TOKENS
-            if spare < 0:
-                pack.drop(-spare)  # merges at the seams went the other way: rare
-            elif not (spare >= _SMALLEST_LINE and attempt < 2 and pack.fill(spare)):
-                return block
-        # still unverified after a last change: the engine truncates if it must
-        return pack.block(self.name, header, self.priority) if pack.taken else None
-
-    def _cost(self, counter: TokenCounter, text: str) -> int:
-        """Counts of small repeated strings (header, date lines), memoised."""
-        key = (counter.name, text)
-        cost = self._costs.get(key)
-        if cost is None:
-            if len(self._costs) > 4096:
-                self._costs.clear()
-            cost = self._costs[key] = counter.count(text)
-        return cost
-
-
-class _Packing:
-    """Greedy packing of ranked turns into a token allowance, resumable.
-
-    Each turn costs its line (counted with its line break, cached on the turn),
-    plus a date line the first time its day appears.
-    """
-
-    def __init__(
-        self, index: TurnIndex, ranked: list[tuple[int, float]], counter: TokenCounter,
-        source: RecallSource, limit: int | None,
-        rest: Callable[[], list[tuple[int, float]]] | None = None,
-    ) -> None:  # fmt: skip
-        self.index, self.ranked, self.counter, self.source = index, ranked, counter, source
-        self.rest = rest  # the whole ranking, when ``ranked`` is only its start
-        self.cap = len(index.turns) if limit is None else limit  # taken turns are distinct
-        self.next = 0  # the first ranked turn not yet considered
-        self.taken: list[IndexedTurn] = []
-        self.days: dict[str, int] = {}
-
-    def cost(self, t: IndexedTurn) -> int:
-        cost = _line_cost(t, self.counter)
-        if t.day and t.day not in self.days:
-            cost += self.source._cost(self.counter, t.day + ":\n")
-        return cost
-
-    def fill(self, left: int) -> bool:
-        """Take the next turns that fit ``left`` tokens; whether any was taken."""
-        before = len(self.taken)
-        while len(self.taken) < self.cap and left >= _SMALLEST_LINE:
-            if self.next == len(self.ranked):
-                if self.rest is None:
-                    break
-                self.ranked, self.rest = self.rest(), None  # the start is the same: go on
-                continue
-            t = self.index.turns[self.ranked[self.next][0]]
-            self.next += 1
-            cost = self.cost(t)
-            if cost <= left:
-                left -= cost
-                self.taken.append(t)
-                self.days[t.day] = self.days.get(t.day, 0) + 1
-        return len(self.taken) > before
-
-    def drop(self, excess: int) -> None:
-        """Remove the weakest turns until about ``excess`` tokens are freed."""
-        while excess > 0 and self.taken:
-            t = self.taken.pop()
-            self.days[t.day] -= 1
-            if not self.days[t.day]:
-                del self.days[t.day]
-            excess -= self.cost(t)
-        self.next = len(self.ranked)  # what was dropped must not come back
-        self.rest = None
-
-    def block(self, name: str, header: str, priority: int) -> Block:
-        seqs = ",".join(str(t.seq) for t in self.taken)
-        return Block(name, _render(header, self.taken), priority, provenance=f"store:{seqs}")
+        """The best turns that fit ``allowance``, as one block (`pack`)."""
+        return pack(
+            index, ranked, allowance, counter=self.counter or _HEURISTIC, costs=self._costs,
+            name=self.name, header=_HEADER["zh" if index.locale.startswith("zh") else "en"],
+            priority=self.priority, limit=self.limit, rest=rest,
+        )  # fmt: skip
 
 
 _HEURISTIC = HeuristicCounter()
 
 
-_SMALLEST_LINE = 4  # "x: y" and its line break
 # With a turn limit, candidates ranked in full order at first, per turn shown (the
 # rest is ranked only if these run out; never fewer than the feedback search reads).
 _TOP_PER_TURN = 4
 _PAGE = 5000  # messages read from the store at a time
-
-
-def _line(t: IndexedTurn) -> str:
-    return f"{t.speaker}: {t.text}"
-
-
-def _line_cost(t: IndexedTurn, counter: TokenCounter) -> int:
-    """A turn's line with its line break, as it will be escaped in the block (cached)."""
-    cost = t.costs.get(counter.name)
-    if cost is None:
-        cost = t.costs[counter.name] = counter.count(escape_content(_line(t)) + "\n")
-    return cost
-
-
-def _render(header: str, turns: list[IndexedTurn]) -> str:
-    """The block's content: the header, then the turns grouped by day.
-
-    ``turns`` come best first. Within a day the turns are in conversation order;
-    the days come in the order of their best turn, so that if the engine must
-    cut the block to fit (it cuts from the end), the least relevant day goes.
-    """
-    days: dict[str, list[IndexedTurn]] = {}
-    for t in turns:
-        days.setdefault(t.day, []).append(t)
-    lines = [header]
-    for day, group in days.items():
-        if day:
-            lines.append(day + ":")
-        lines.extend(_line(t) for t in sorted(group, key=lambda t: t.seq))
-    return "\n".join(lines)

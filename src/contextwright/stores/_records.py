@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -366,6 +366,7 @@ class Store(Protocol):
         before_seq: int | None = None,
         match_budget: int | None = None,
         around: int = 0,
+        known: Container[int] = (),
     ) -> tuple[list[tuple[int, float]], list[MessageOutline]]: ...
 
     def close(self) -> None: ...

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 from ...model._messages import Message
@@ -128,11 +128,12 @@ def index_text(message: Message) -> str:
 
 def search_outlines(
     conn: sqlite3.Connection, cid: int, units: list[str], upper: int | None, limit: int,
-    budget: int | None, around: int,
+    budget: int | None, around: int, known: Container[int] = (),
 ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:  # fmt: skip
     """`SQLiteStore.search_outlines` inside its read transaction, the index complete below ``upper``.
 
-    ``units`` are the query's terms as FTS5 expressions (`unit_expressions`).
+    ``units`` are the query's terms as FTS5 expressions (`unit_expressions`);
+    the outlines of the sequence numbers in ``known`` are not read.
     """
     table = fts_table("user")
     lo, hi = fts_range(cid, upper)
@@ -153,6 +154,8 @@ def search_outlines(
     wanted: set[int] = set()
     for seq, _ in hits:
         wanted.update(range(max(1, seq - around), min(top, seq + around) + 1))
+    if known:
+        wanted = {seq for seq in wanted if seq not in known}
     if not wanted:
         return hits, []
     rows = conn.execute(

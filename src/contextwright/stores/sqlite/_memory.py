@@ -69,6 +69,7 @@ from .._memory import (
     check_limit,
     check_score,
 )
+from . import _memory_writes as _writes
 from ._hybrid import Candidates, HybridIndex
 from ._memory_rows import (
     COLUMNS,
@@ -80,12 +81,11 @@ from ._memory_rows import (
     scope_params,
     scope_row,
 )
-from ._memory_writes import MemoryWrites
 from ._vectors import SpaceGuard
 from ._worker import WorkerStore
 
 
-class SQLiteMemoryStore(WorkerStore, MemoryWrites):
+class SQLiteMemoryStore(WorkerStore):
     """Scoped long-term memory with hybrid search (see the module docstring).
 
     ``path_or_store`` is a `SQLiteStore` to share (conversations and memories in one
@@ -350,6 +350,21 @@ class SQLiteMemoryStore(WorkerStore, MemoryWrites):
         return await self._run(functools.partial(self.top_sync, scope, limit))
 
     # -- lifetime ------------------------------------------------------------------------------
+
+    # -- writes (_memory_writes.py) -----------------------------------------------
+
+    _vectors = _writes._vectors
+    add = _writes.add
+    add_many = _writes.add_many
+    supersede = _writes.supersede
+    _mark_superseded = _writes._mark_superseded
+    _update = _writes._update
+    update_importance = _writes.update_importance
+    set_active = _writes.set_active
+    forget = _writes.forget
+    forget_scope = _writes.forget_scope
+    _delete = _writes._delete
+    reembed = _writes.reembed
 
     def _release(self) -> None:
         self._index.clear()

@@ -1,0 +1,135 @@
+"""What a message asks of recall: search words, the speakers it names, the dates it names.
+
+`analyse` splits a message into the words for full-text search and two priors
+for ranking (``_rank.py``):
+
+- Stop words go (English; CJK text is left to the index's bigrams): questions
+  are full of function words and question scaffolding ("what kind of…"), and
+  with BM25 over OR-ed terms each one still adds to every turn that has it.
+- Words naming a *speaker* of the conversation go too: in a dialogue a name
+  mostly appears as a vocative addressed to the *other* person ("Thanks,
+  Mel!"), so matching it as text favours the wrong speaker; it becomes a speaker
+  prior instead (`speaker_map` gives the names as `analyse` takes them).
+- Month names and years become a date prior (`date_matches`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..text._terms import RECALL_STOP_WORDS, WORD
+
+__all__ = [
+    "MONTH_NAMES", "STOP_WORDS", "QueryAnalysis", "add_speaker", "analyse", "date_matches", "speaker_map",
+]  # fmt: skip
+
+# Function words that carry no topic, and the scaffolding of questions ("what
+# kind of…", "how many…"). Questions are full of them, and with BM25 over OR-ed
+# terms each one still adds to the score of every turn that has it.
+STOP_WORDS = RECALL_STOP_WORDS
+_WORD = WORD
+# English month names, whatever the process locale (`calendar.month_name` follows LC_TIME)
+MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August",
+                "September", "October", "November", "December")  # fmt: skip
+_MONTHS = {name.lower(): i for i, name in enumerate(MONTH_NAMES, 1)}
+_YEAR = re.compile(r"\b(1[89]\d\d|2[01]\d\d)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class QueryAnalysis:
+    """What a message asks for, as ranking uses it."""
+
+    text: str  # the words for full-text search (stop words and speaker names removed)
+    semantic: str = ""  # the message without speaker names, for an embedder
+    speakers: frozenset[str] = frozenset()  # speaker labels the message names
+    months: frozenset[int] = frozenset()
+    years: frozenset[int] = frozenset()
+
+
+def analyse(query: str, speakers: Mapping[str, str] | None = None) -> QueryAnalysis:
+    """Split ``query`` into search words, named speakers and named dates.
+
+    ``speakers`` maps a lower-cased name (or first name) to its speaker label; a
+    name counts when capitalised, as a month counts when its full name is, or
+    "may" would be a month in every question that asks what someone may do. Punctuation and anything the
+    word pattern does not take are left for the index's tokenizer. If no
+    word would be left to search, the stop words stay.
+    """
+    speakers = speakers or {}
+    words: list[str] = []
+    cuts: list[tuple[int, int]] = []  # the speaker names, left out of ``semantic``
+    named: set[str] = set()
+    months: set[int] = set()
+    skip = 0  # the end of a possessive "'s" after a name
+    for m in _WORD.finditer(query):
+        if skip and m.start() < skip:  # the "s" of a possessive already cut
+            continue
+        word = m.group(0)
+        low = word.lower()
+        # a capital (or a script without case) tells "Will" the speaker from "will"
+        if low in speakers and not word[0].islower():
+            named.add(speakers[low])
+            end = m.end()
+            if query.startswith(("'s", "’s"), end):
+                end += 2
+            cuts.append((m.start(), end))
+            skip = end
+            continue
+        month = _MONTHS.get(low)
+        if month is not None and word[0].isupper():
+            months.add(month)
+        if low not in STOP_WORDS:
+            words.append(word)
+    if not words:
+        # "What did she say?": better to search the function words than nothing
+        words = [w for w in _WORD.findall(query) if w.lower() not in speakers]
+    years = {int(y) for y in _YEAR.findall(query)}
+    kept = query
+    if cuts:  # the query without speaker names, for an embedder
+        pieces, last = [], 0
+        for start, end in cuts:
+            pieces.append(query[last:start])
+            last = end
+        pieces.append(query[last:])
+        kept = "".join(pieces)
+    semantic = " ".join(kept.split())
+    return QueryAnalysis(
+        " ".join(words), semantic, frozenset(named), frozenset(months), frozenset(years)
+    )
+
+
+def add_speaker(speakers: dict[str, str], name: str) -> None:
+    """Add ``name`` to ``speakers`` (see `speaker_map`) unless it or its first word is there."""
+    speakers.setdefault(name.lower(), name)
+    words = name.split()
+    if words and words[0].lower() != name.lower():
+        speakers.setdefault(words[0].lower(), name)
+
+
+def speaker_map(names: Iterable[str]) -> dict[str, str]:
+    """Speaker names as `analyse` takes them: the lower-cased name, and its first word, → name."""
+    speakers: dict[str, str] = {}
+    for name in names:
+        if name:
+            add_speaker(speakers, name)
+    return speakers
+
+
+def date_matches(month: tuple[int, int], analysis: QueryAnalysis) -> bool:
+    """Whether a turn's (year, month) is a named month and year, or the month after it.
+
+    Events are talked about after they happen: a trip "in June" comes up in June
+    or in early July.
+    """
+    year, mon = month
+    if not year:
+        return False
+    before = (year - 1, 12) if mon == 1 else (year, mon - 1)
+    for y, m in ((year, mon), before):
+        if (not analysis.months or m in analysis.months) and (
+            not analysis.years or y in analysis.years
+        ):
+            return True
+    return False
