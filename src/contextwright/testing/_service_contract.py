@@ -72,7 +72,9 @@ class ServiceContract(Suite[Backend]):
         assert await find("c", "budget", tenant="other") == ([], [])
         assert await find("nope", "budget", tenant="t") == ([], [])
         assert await find("c", 'NEAR( "OR', tenant="t") == ([], [])  # text, never syntax
-        for bad, field in (({"around": -1}, "around"), ({"match_budget": -1}, "match_budget")):
+        bad_input = (({"around": -1}, "around"), ({"match_budget": -1}, "match_budget"),
+                     ({"known": 3}, "known"))  # fmt: skip
+        for bad, field in bad_input:
             with raises(ContextwrightError, field):
                 await find("c", "budget", tenant="t", **bad)  # type: ignore[arg-type]
 

@@ -305,6 +305,8 @@ class MemoryMessageSearch:
         around: int = 0,
         known: Container[int] = (),
     ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
+        if isinstance(known, str) or not isinstance(known, Container):
+            raise InvalidMessageError("known", f"must hold sequence numbers, got {known!r}")
         reach = _rows.count(around, "around")
         budget = None if match_budget is None else _rows.count(match_budget, "match_budget")
         found = self._search(conversation, query, tenant, limit, before_seq, _NOT_TOOL, budget)

@@ -332,13 +332,10 @@ class SQLiteBackend:
         around: int = 0,
         known: Container[int] = (),
     ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
-        hits, outlines = await self._run(
+        return await self._run(
             self.store.search_outlines, conversation, query, tenant=tenant, limit=limit,
-            before_seq=before_seq, match_budget=match_budget, around=around,
+            before_seq=before_seq, match_budget=match_budget, around=around, known=known,
         )  # fmt: skip
-        if known:
-            outlines = [o for o in outlines if o.seq not in known]
-        return hits, outlines
 
     async def speaker_names(
         self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
