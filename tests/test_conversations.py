@@ -1268,7 +1268,7 @@ def _summarised_turns(convs: Conversations, turns: int, settle_first: bool = Fal
 
 
 def test_a_background_summary_keeps_the_tail_current(tmp_path):
-    """A summary this process saved moves the store's change token, and the tail that
+    """A summary this process saved moves the conversation's version, and the tail that
     adopted it stays current: the next build need not ask the store, and has the
     newest summary."""
     store = _AskedStore(tmp_path / "s.db")
