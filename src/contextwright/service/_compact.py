@@ -140,7 +140,7 @@ class Compactor:
         background, so that the first build does not have to. Below the summary
         triggers too if the tail could not hold all that is not summarised: a bulk
         import leaves those messages uncounted, for this summary to cover."""
-        tail = await self.c._keeper.tail(conversation, tenant, user)
+        tail = await self.c._tail(conversation, tenant, user)
         with tail.lock:
             past_tail = tail.last_seq - tail.boundary > len(tail.messages)
         if past_tail or self.c._check(tail, None).summary_due:
@@ -160,7 +160,7 @@ class Compactor:
         if mine is None:  # another process's job: waited for here while it runs
             self._pending[key] = here
         try:
-            tail = await self.c._keeper.tail(conversation, job.tenant, user)
+            tail = await self.c._tail(conversation, job.tenant, user)
             await self.compact_now(
                 conversation, job.tenant, user, tail, None, wait=False, routine=routine,
                 prompt=False, background=True,
@@ -438,7 +438,7 @@ class Compactor:
         Only the conversation's owner may, a preview too: anyone else gets
         `InvalidMessageError` (``user``) before anything is read or written.
         """
-        tail = await self.c._keeper.tail(conversation, tenant, user)
+        tail = await self.c._tail(conversation, tenant, user)
         await self.c._keeper.owned(tail, conversation, tenant, user)
         if tail.owner is None:
             raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")

@@ -68,9 +68,9 @@ __all__ = ["Conversations", "MemoryFlush"]
 class Conversations:
     """Conversations persisted in ``store`` and built with ``engine``.
 
-    ``store`` is a `Backend` (``backend``), or an `SQLiteStore` or a path (None: in
-    memory) for the SQLite backend over that file; ``store`` is then that
-    `SQLiteStore` (None for another backend). ``summarizer`` defaults
+    ``store`` is a `Backend` (kept as ``backend``), or an `SQLiteStore` or a path
+    (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
+    then that `SQLiteStore`, for sync reads (None with another backend). ``summarizer`` defaults
     to the rule summariser; ``memory_flush`` runs on messages about to be
     summarised away. ``window_tokens`` bounds the in-process tail (default: the
     engine's budget).
@@ -145,7 +145,8 @@ class Conversations:
         self._writes = Writes(self)
         cache = TailCache(max_cached_conversations, self._busy, cache_bytes)
         self._keeper = TailKeeper(self, cache)
-        jobs = jobs or self.backend.jobs or MemoryJobs()
+        if jobs is None:
+            jobs = self.backend.jobs if self.backend.jobs is not None else MemoryJobs()
         self._compactor = Compactor(self)
         self._runner = JobRunner(
             jobs, {SUMMARISE: self._compactor.run_job}, inline=inline_jobs, lease=job_lease
