@@ -688,8 +688,8 @@ class Phases:
 
 
 STORE_CALLS = (
-    "get_conversation", "read", "read_outline", "read_tail", "latest_summary", "search",
-    "search_seqs", "append", "append_with_readback",
+    "version", "get_conversation", "read", "read_outline", "read_tail", "latest_summary",
+    "search_outlines", "speaker_names", "append", "append_versioned",
 )  # fmt: skip
 
 
@@ -720,7 +720,8 @@ def first_build(
 ) -> dict[str, Any]:
     """Import ``n`` messages into a template file and run its first (cold) build."""
     path = wd.db(f"template-{n}")
-    conv = Conversations(make_engine(now), SQLiteStore(path))
+    store = SQLiteStore(path)
+    conv = Conversations(make_engine(now), store)
     msgs = fresh(thread[:n])
     gc.collect()
     import_s = import_conv(conv, "c", msgs, 1000, optimize=True)  # as the CLI imports
@@ -730,7 +731,7 @@ def first_build(
     cold_ms = (time.perf_counter() - t) * 1e3
     conv.append_sync("c", [pair[1].replace()], tenant=TENANT, user=USER)
     conv.wait_idle_sync(120)
-    summaries = len(conv.store.summaries("c", tenant=TENANT))
+    summaries = len(store.summaries("c", tenant=TENANT))
     conv.close()
     return {
         "messages": n,
@@ -800,7 +801,7 @@ def bench_turns(
         t = time.perf_counter()
         conv.wait_idle_sync(120)
         idle_ms.append((time.perf_counter() - t) * 1e3)
-    summaries = len(conv.store.summaries("c", tenant=TENANT)) - template["summaries"]
+    summaries = len(store.summaries("c", tenant=TENANT)) - template["summaries"]
     keys = list(dict.fromkeys(k for d in timings for k in d))
     builds = len(build_ms)
     out = {
@@ -905,7 +906,7 @@ def bench_compact(
                     _spent.append((time.perf_counter() - t) * 1e3)
 
             setattr(conv.summarizer, name, timed)
-        calls = record_store(store, (*STORE_CALLS, "save_compaction"))
+        calls = record_store(store, (*STORE_CALLS, "save_compaction_versioned"))
         timed_tail = conv._tail
 
         async def tail_apart(
@@ -996,7 +997,7 @@ def profiles(wd: Workdir, thread: list[Message], now: float) -> dict[str, str]:
     out["compact_sync(force=True) of 1,000, 5 runs"] = _pstats(prof)
     # the rule summariser alone (it runs on the background thread in compact_sync)
     conv = Conversations(make_engine(now, sources=False), SQLiteStore(wd.db("prof-summary")))
-    views = [conv._view(m)[0] for m in fresh(thread[:994])]
+    views = [conv._writes.view(m)[0] for m in fresh(thread[:994])]
     conv.close()
     summarizer = RuleSummarizer(CachedCounter(TiktokenCounter("cl100k_base")))
     prof = cProfile.Profile()

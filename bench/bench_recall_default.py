@@ -67,7 +67,7 @@ def run_setting(
             stored = convs.append_sync(conv.name, conv.messages, tenant=TENANT, user=USER)
             convs.wait_idle_sync(120)
             seq_of = {m.metadata["dia_id"]: m.seq for m in stored}
-            tail_start = convs._tails[(TENANT, conv.name)].messages[0].seq or 0
+            tail_start = convs._keeper.cache[(TENANT, conv.name)].messages[0].seq or 0
             for item in conv.items:
                 built = convs.build_sync(
                     conv.name, item.question.text, tenant=TENANT, user=USER, store_message=False

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from contextwright import Message, ToolCallPart
+from contextwright.stores import Backend, SQLiteBackend
+from contextwright.testing import MemoryBackend
 
 # CI runs a fixed set of examples so that a run is reproducible; developers get
 # fresh random examples on every run (set CI=true to replay what CI saw).
@@ -85,3 +90,32 @@ def o200k():
     from contextwright import TiktokenCounter
 
     return TiktokenCounter("o200k_base")
+
+
+# -- store backends ------------------------------------------------------------------------
+
+OpenBackend = Callable[[Path], Backend]
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def backend(request: pytest.FixtureRequest) -> OpenBackend:
+    """Opens a store backend of one kind at a path: a real SQLite file, or in memory.
+
+    Opening the same path twice gives two connections to one file (SQLite), or the
+    same in-memory store (as two processes share one database server).
+    """
+    if request.param == "sqlite":
+        return lambda path: SQLiteBackend(path).backend()
+    opened: dict[Path, Backend] = {}
+    return lambda path: opened.setdefault(path, MemoryBackend().backend())
+
+
+class sync:
+    """A backend role's coroutines called synchronously: ``sync(b.summaries).summaries("c", tenant="t")``."""
+
+    def __init__(self, role: Any) -> None:
+        self._role = role
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._role, name)
+        return lambda *a, **kw: asyncio.run(method(*a, **kw))

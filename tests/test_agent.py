@@ -344,13 +344,13 @@ def test_no_inline_first_summary_where_a_summary_cannot_cut():
     convs.append_sync("a", history)
     convs.wait_idle_sync()
     inline = []
-    compact = convs._compact
+    compact = convs._compactor.compact_now
 
     async def counted(*args, **kw):
         inline.append(kw.get("wait"))
         return await compact(*args, **kw)
 
-    convs._compact = counted  # type: ignore[method-assign]
+    convs._compactor.compact_now = counted  # type: ignore[method-assign]
     for _ in range(3):
         built = convs.build_sync("a", "q", budget=1500)
         assert built.report.used <= 1500

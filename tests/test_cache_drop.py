@@ -2,7 +2,7 @@
 
 Two `Conversations` run the same random sequence of appends, bulk appends,
 imports, compactions and builds over several conversations, each on its own
-SQLite file: one keeps its caches (tails, recall's turn indexes, the engine's
+store (an SQLite file, or in memory: every test runs on both): one keeps its caches (tails, recall's turn indexes, the engine's
 window walks) for the whole sequence; the other drops them right before every
 build, and at random moments besides — between operations and in the middle of
 one (a build, an append, an import, a compaction, while it waits for the
@@ -31,7 +31,8 @@ from contextwright import (
     ToolCallPart,
 )
 from contextwright.history import CompactionConfig
-from contextwright.stores import SQLiteStore
+
+from .conftest import OpenBackend, sync
 
 H = HeuristicCounter()
 T0 = 1_700_000_000.0
@@ -75,13 +76,14 @@ def exchange(step: int, n: int) -> list[Message]:
     return out
 
 
-def make(path: Path) -> Conversations:
+def make(backend: OpenBackend, path: Path, **kw: Any) -> Conversations:
     engine = ContextEngine(system_prompt="You are helpful.", counter=H, budget=2500)
     return Conversations(
         engine,
-        SQLiteStore(path),
+        backend(path),
         compaction=CompactionConfig.preset("development"),
         clock=lambda: T0,
+        **kw,
     )
 
 
@@ -159,9 +161,9 @@ OPS = st.lists(
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-def test_dropping_caches_never_changes_a_build(tmp_path_factory, ops):
+def test_dropping_caches_never_changes_a_build(tmp_path_factory, backend, ops):
     base = tmp_path_factory.mktemp("drop")
-    kept, dropped = make(base / "kept.db"), make(base / "dropped.db")
+    kept, dropped = make(backend, base / "kept.db"), make(backend, base / "dropped.db")
 
     async def scenario() -> None:
         builds = 0
@@ -182,16 +184,16 @@ def test_dropping_caches_never_changes_a_build(tmp_path_factory, ops):
             await kept.wait_idle()
             await dropped.wait_idle()
         for i in range(3):  # what is stored is the same too
-            a = [m.to_dict() for m in kept.store.read(f"c{i}", tenant="t")]
-            b = [m.to_dict() for m in dropped.store.read(f"c{i}", tenant="t")]
+            a = [m.to_dict() for m in await kept.backend.conversations.read(f"c{i}", tenant="t")]
+            b = [m.to_dict() for m in await dropped.backend.conversations.read(f"c{i}", tenant="t")]
             assert a == b
             sa = [
                 (s.version, s.upto_seq, s.content)
-                for s in kept.store.summaries(f"c{i}", tenant="t")
+                for s in await kept.backend.summaries.summaries(f"c{i}", tenant="t")
             ]
             sb = [
                 (s.version, s.upto_seq, s.content)
-                for s in dropped.store.summaries(f"c{i}", tenant="t")
+                for s in await dropped.backend.summaries.summaries(f"c{i}", tenant="t")
             ]
             assert sa == sb
         assert kept.cache_sizes()["tails"] >= 1 or builds == 0
@@ -203,8 +205,8 @@ def test_dropping_caches_never_changes_a_build(tmp_path_factory, ops):
         dropped.close()
 
 
-def test_drop_caches_empties_them_and_the_next_build_reads_afresh(tmp_path):
-    convs = make(tmp_path / "c.db")
+def test_drop_caches_empties_them_and_the_next_build_reads_afresh(tmp_path, backend):
+    convs = make(backend, tmp_path / "c.db")
     try:
         convs.append_sync("c", exchange(0, 30), tenant="t", user="u")
         first = convs.build_sync("c", "the budget plan?", tenant="t", user="u", store_message=False)
@@ -217,7 +219,7 @@ def test_drop_caches_empties_them_and_the_next_build_reads_afresh(tmp_path):
         assert sizes["tail_bytes"] == 0
         again = convs.build_sync("c", "the budget plan?", tenant="t", user="u", store_message=False)
         assert rendered(again) == rendered(first)
-        last = convs.store.get_conversation("c", tenant="t").last_seq
+        last = sync(convs.backend.conversations).get_conversation("c", tenant="t").last_seq
         assert again.report.last_seq == first.report.last_seq == last
         assert json.loads(again.report.to_json())["last_seq"] == last
         console = Console(record=True, width=200)
@@ -227,18 +229,12 @@ def test_drop_caches_empties_them_and_the_next_build_reads_afresh(tmp_path):
         convs.close()
 
 
-def test_tails_are_bounded_by_bytes_and_an_evicted_one_builds_the_same(tmp_path):
+def test_tails_are_bounded_by_bytes_and_an_evicted_one_builds_the_same(tmp_path, backend):
     """With room for about one tail, the cache holds the one in use (and what a summary
     of this process holds), reports their bytes, and a conversation read afresh after
     eviction builds what a cache with room for all builds."""
-    small = Conversations(
-        ContextEngine(system_prompt="You are helpful.", counter=H, budget=2500),
-        SQLiteStore(tmp_path / "small.db"),
-        compaction=CompactionConfig.preset("development"),
-        clock=lambda: T0,
-        cache_bytes=40_000,
-    )
-    roomy = make(tmp_path / "roomy.db")
+    small = make(backend, tmp_path / "small.db", cache_bytes=40_000)
+    roomy = make(backend, tmp_path / "roomy.db")
     try:
         for convs in (small, roomy):
             for i in range(4):

@@ -27,14 +27,13 @@ from contextwright import (
     TiktokenCounter,
     ToolCallPart,
     UserError,
-    count_message,
     count_messages,
     group_units,
 )
 from contextwright.history import CompactionConfig, RuleSummarizer
-from contextwright.stores import SQLiteStore
+from contextwright.stores import Backend, SQLiteStore
 
-from .conftest import conversations
+from .conftest import conversations, sync
 
 H = HeuristicCounter()
 
@@ -71,16 +70,17 @@ def thread(n: int) -> list[Message]:
 
 
 @pytest.fixture
-def convs(tmp_path):
+def convs(tmp_path, backend):
+    """Conversations over a store backend: each test using it runs on SQLite and in memory."""
     engine = ContextEngine(system_prompt="You are helpful.", counter=H, budget=3000)
     c = Conversations(
-        engine, SQLiteStore(tmp_path / "c.db"), compaction=CompactionConfig.preset("development")
+        engine, backend(tmp_path / "c.db"), compaction=CompactionConfig.preset("development")
     )
     yield c
     c.close()
 
 
-def development(store: SQLiteStore) -> Conversations:
+def development(store: SQLiteStore | Backend) -> Conversations:
     """Conversations over ``store``: heuristic counts, budget 3,000, the development preset."""
     engine = ContextEngine(counter=H, budget=3000)
     return Conversations(engine, store, compaction=CompactionConfig.preset("development"))
@@ -94,7 +94,7 @@ def test_append_then_build_uses_the_stored_history(convs):
     assert any("Plan 2 is the one to use" in t for t in texts)
     assert built.messages[-2].text == "Which plan again?"
     # the new message is stored, after everything else
-    last = convs.store.read("c1", tenant="t", newest_first=True, limit=1)[0]
+    last = sync(convs.backend.conversations).read("c1", tenant="t", newest_first=True, limit=1)[0]
     assert last.text == "Which plan again?"
     assert all(u.ok for u in group_units(built.messages))
 
@@ -125,10 +125,12 @@ def test_tool_results_are_compressed_offloaded_and_readable(convs):
     built = convs.build_sync("c", "what did the search return?", tenant="t", user="u")
     tool = next(m for m in built.messages if m.role == "tool")
     assert "read_tool_result" in tool.text
-    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t", user="u"))
+    page = convs.read_back_sync("c", "tool:call_0", 1, tenant="t", user="u")
     assert page.startswith("[page 1 of")
     # the stored message is verbatim
-    original = next(m for m in convs.store.read("c", tenant="t") if m.role == "tool")
+    original = next(
+        m for m in sync(convs.backend.conversations).read("c", tenant="t") if m.role == "tool"
+    )
     assert json.loads(original.text)[119]["row"] == 119
 
 
@@ -138,16 +140,16 @@ def test_background_summary_never_splits_a_unit_and_nothing_is_lost(convs):
     for i in range(3):
         convs.build_sync("c", f"q{i}", tenant="t", user="u")
         convs.wait_idle_sync()
-    summary = convs.store.latest_summary("c", tenant="t")
+    summary = sync(convs.backend.summaries).latest_summary("c", tenant="t")
     assert summary is not None
-    stored = convs.store.read("c", tenant="t")
+    stored = sync(convs.backend.conversations).read("c", tenant="t")
     assert len(stored) == len(msgs) + 3  # compaction never deletes
     after = [m for m in stored if m.seq > summary.upto_seq]
     assert after[0].role != "tool"
     assert all(u.ok for u in group_units(after))
     # the summary covers exactly what it claims
     assert summary.meta["messages"] == summary.upto_seq - summary.from_seq + 1
-    log = convs.store.compactions("c", tenant="t")
+    log = sync(convs.backend.compactions).compactions("c", tenant="t")
     assert log
     assert log[-1].summary_version == summary.version
 
@@ -178,24 +180,29 @@ def test_preview_writes_nothing(convs):
     convs.wait_idle_sync()  # a bulk append schedules a background summary
     convs.append_sync("c", thread(3), tenant="t", user="u")
     convs.wait_idle_sync()
-    before = (convs.store.summaries("c", tenant="t"), convs.store.compactions("c", tenant="t"))
+    before = (
+        sync(convs.backend.summaries).summaries("c", tenant="t"),
+        sync(convs.backend.compactions).compactions("c", tenant="t"),
+    )
     result = convs.compact_sync("c", tenant="t", user="u", preview=True)
     assert not result.applied
     assert result.tokens_after_compaction < result.tokens_before_compaction
     assert (
-        convs.store.summaries("c", tenant="t"),
-        convs.store.compactions("c", tenant="t"),
+        sync(convs.backend.summaries).summaries("c", tenant="t"),
+        sync(convs.backend.compactions).compactions("c", tenant="t"),
     ) == before
     applied = convs.compact_sync("c", tenant="t", user="u")
     assert applied.applied
     assert applied.summary_version == len(before[0]) + 1
-    assert len(convs.store.read("c", tenant="t")) == len(thread(40)) + len(thread(3))
+    assert len(sync(convs.backend.conversations).read("c", tenant="t")) == len(thread(40)) + len(
+        thread(3)
+    )
 
 
 def test_bulk_append_summarises_in_the_background(convs):
     convs.append_sync("c", thread(200), tenant="t", user="u")
     convs.wait_idle_sync()
-    summary = convs.store.latest_summary("c", tenant="t")
+    summary = sync(convs.backend.summaries).latest_summary("c", tenant="t")
     assert summary is not None
     assert summary.meta["covered_tokens"] > 0
     built = convs.build_sync("c", "next?", tenant="t", user="u")
@@ -246,14 +253,16 @@ def test_compact_lets_a_running_background_summary_land_first(tmp_path):
         time.sleep(0.001)
     result = convs.compact_sync("c", tenant="t", user="u")
     convs.wait_idle_sync()
-    routine, forced = convs.store.summaries("c", tenant="t")
+    routine, forced = sync(convs.backend.summaries).summaries("c", tenant="t")
     assert forced.version == result.summary_version == 2
     # incremental: only what followed the background summary was read and summarised
     assert result.original_count == len(msgs) - routine.upto_seq
     assert started == [routine.upto_seq, forced.upto_seq - routine.upto_seq]
-    total = convs.store.token_total("c", tenant="t")[1]
+    total = sync(convs.backend.conversations).token_total("c", tenant="t")[1]
     for s in (routine, forced):
-        after = convs.store.token_total("c", tenant="t", after_seq=s.upto_seq)[1]
+        after = sync(convs.backend.conversations).token_total(
+            "c", tenant="t", after_seq=s.upto_seq
+        )[1]
         assert s.meta["covered_tokens"] == total - after
     convs.close()
 
@@ -297,8 +306,8 @@ def test_a_background_summary_not_yet_begun_gives_way_to_compact(tmp_path, previ
     result = convs.compact_sync("c", tenant="t", user="u", preview=preview)
     convs.wait_idle_sync()
     assert convs.jobs_sync() == []  # every job ran and is gone
-    log = convs.store.compactions("c", tenant="t")
-    summaries = convs.store.summaries("c", tenant="t")
+    log = sync(convs.backend.compactions).compactions("c", tenant="t")
+    summaries = sync(convs.backend.summaries).summaries("c", tenant="t")
     if preview:  # the routine summary ran; the preview wrote nothing
         assert [e.urgency for e in log] == ["routine"]
         assert len(summaries) == 1
@@ -310,7 +319,7 @@ def test_a_background_summary_not_yet_begun_gives_way_to_compact(tmp_path, previ
         assert result.original_count == len(msgs)
         assert result.upto_seq == summaries[0].upto_seq
         assert not convs._compactor._yield_to
-    assert len(convs.store.read("c", tenant="t")) == len(msgs)  # nothing lost
+    assert len(sync(convs.backend.conversations).read("c", tenant="t")) == len(msgs)  # nothing lost
     convs.close()
 
 
@@ -327,13 +336,13 @@ def test_a_background_summary_told_after_its_outline_writes_nothing(tmp_path):
     store.read_outline = told_meanwhile  # type: ignore[method-assign]
     convs.append_sync("c", thread(60), tenant="t", user="u")
     convs.wait_idle_sync()
-    assert convs.store.summaries("c", tenant="t") == []
-    assert convs.store.compactions("c", tenant="t") == []
+    assert sync(convs.backend.summaries).summaries("c", tenant="t") == []
+    assert sync(convs.backend.compactions).compactions("c", tenant="t") == []
     store.read_outline = read_outline  # type: ignore[method-assign]
     convs._compactor._yield_to.clear()
     result = convs.compact_sync("c", tenant="t", user="u")
     assert result.applied
-    assert [s.version for s in convs.store.summaries("c", tenant="t")] == [1]
+    assert [s.version for s in sync(convs.backend.summaries).summaries("c", tenant="t")] == [1]
     convs.close()
 
 
@@ -399,30 +408,31 @@ def _every_access(c: Conversations, **kw):
     return {
         "build, not stored": lambda: c.build_sync("c", "code word?", store_message=False, **kw),
         "build": lambda: c.build_sync("c", "code word?", **kw),
-        "async build": lambda: c._run(c.build("c", "code word?", store_message=False, **kw)),
-        "read_back": lambda: c._run(c.read_back("c", "tool:call_s", 1, **kw)),
+        "async build": lambda: asyncio.run(c.build("c", "code word?", store_message=False, **kw)),
+        "read_back": lambda: c.read_back_sync("c", "tool:call_s", 1, **kw),
         "compact preview": lambda: c.compact_sync("c", preview=True, **kw),
         "compact": lambda: c.compact_sync("c", **kw),
-        "check": lambda: c._run(c.check("c", **kw)),
+        "check": lambda: c.check_sync("c", **kw),
         "append": lambda: c.append_sync("c", [Message.user("mine now")], **kw),
-        "async append": lambda: c._run(c.append("c", [Message.user("mine now")], **kw)),
+        "async append": lambda: asyncio.run(c.append("c", [Message.user("mine now")], **kw)),
         "import": lambda: c.import_sync("c", [Message.user("mine now")], **kw),
     }
 
 
-def test_another_user_of_the_tenant_can_neither_read_nor_write_a_conversation(tmp_path):
+def test_another_user_of_the_tenant_can_neither_read_nor_write_a_conversation(tmp_path, backend):
     # build(store_message=False), read_back and compact(preview=True) by another user
     # returned the owner's history, tool results and messages; compact wrote a
     # summary into the owner's conversation.
     path = tmp_path / "o.db"
-    warm = development(SQLiteStore(path))
+    warm = development(backend(path))
     warm.append_sync("c", _secret_thread("ZEBRA42"), tenant="t", user="owner")
     warm.build_sync("c", "hello", tenant="t", user="owner")  # its tail is loaded
     warm.wait_idle_sync()
-    cold = development(SQLiteStore(path))  # another process: no tail yet
-    store = warm.store
-    before = (store.read("c", tenant="t"), store.summaries("c", tenant="t"))
-    log = store.compactions("c", tenant="t")
+    cold = development(backend(path))  # another process: no tail yet
+    log, summaries = sync(warm.backend.conversations), sync(warm.backend.summaries)
+    compactions = sync(warm.backend.compactions)
+    before = (log.read("c", tenant="t"), summaries.summaries("c", tenant="t"))
+    entries = compactions.compactions("c", tenant="t")
     for c in (warm, cold):
         for kw in ({"tenant": "t", "user": "mallory"}, {"tenant": "t"}):  # "anonymous"
             for name, call in _every_access(c, **kw).items():
@@ -430,11 +440,11 @@ def test_another_user_of_the_tenant_can_neither_read_nor_write_a_conversation(tm
                     call()
                 assert err.value.where == "user", name
                 assert "owner" not in str(err.value), name  # nor who the owner is
-    assert (store.read("c", tenant="t"), store.summaries("c", tenant="t")) == before
-    assert store.compactions("c", tenant="t") == log
+    assert (log.read("c", tenant="t"), summaries.summaries("c", tenant="t")) == before
+    assert compactions.compactions("c", tenant="t") == entries
     # the owner still can, in both processes
     for c in (cold, warm):
-        page = c._run(c.read_back("c", "tool:call_s", 1, tenant="t", user="owner"))
+        page = c.read_back_sync("c", "tool:call_s", 1, tenant="t", user="owner")
         assert "ZEBRA42" in page
         built = c.build_sync("c", "code word?", tenant="t", user="owner", store_message=False)
         assert "ZEBRA42" in json.dumps([m.text for m in built.messages])
@@ -454,7 +464,7 @@ def test_a_conversation_another_process_makes_during_a_build_is_not_handed_out(t
 
     async def build(*a, **kw):
         secret = [Message.user("the zebra vault code is 7731"), Message.assistant("noted")]
-        theirs.append_sync("c", secret, tenant="t", user="u")
+        await theirs.append("c", secret, tenant="t", user="u")
         return await inner(*a, **kw)
 
     mine.engine.build = build  # type: ignore[method-assign]
@@ -462,7 +472,7 @@ def test_a_conversation_another_process_makes_during_a_build_is_not_handed_out(t
         mine.build_sync("c", "zebra vault code?", tenant="t", user="v", store_message=False)
     mine.engine.build = inner  # type: ignore[method-assign]
     with pytest.raises(InvalidMessageError, match="another user"):
-        mine._run(mine.read_back("c", "tool:x", 1, tenant="t", user="v"))
+        mine.read_back_sync("c", "tool:x", 1, tenant="t", user="v")
     mine.close()
     theirs.close()
 
@@ -494,7 +504,7 @@ def test_compaction_property(tmp_path_factory, msgs, keep, budget):
     else:
         convs.store.ensure_conversation("c", tenant="t", user="u")
     result = convs.compact_sync("c", tenant="t", user="u")
-    stored = convs.store.read("c", tenant="t")
+    stored = sync(convs.backend.conversations).read("c", tenant="t")
     assert [m.id for m in stored] == [m.id for m in msgs]
     kept = [m for m in result.compacted_messages if m.role != "system" or not result.summary]
     assert all(u.ok for u in group_units(kept))
@@ -633,58 +643,40 @@ def test_default_recall_reads_only_the_stores_search(tmp_path):
     convs.close()
 
 
-def test_offloaded_results_are_not_stored_twice(convs):
+def test_offloaded_results_are_not_stored_twice(tmp_path):
+    convs = development(SQLiteStore(tmp_path / "w.db"))  # reads the SQLite table itself
     convs.append_sync("c", thread(6), tenant="t", user="u")  # bulk path
     for m in thread(1):  # and the single-message path
         convs.append_sync("c", [m.replace(id=m.id + "-again")], tenant="t", user="u")
     rows = convs.store._conn.execute("SELECT key, content, meta FROM working_memory").fetchall()
     assert {r[0] for r in rows} == {"tool:call_0", "tool:call_5"}
     assert all(r[1] == "" for r in rows)  # references to the stored messages, not copies
-    original = next(m for m in convs.store.read("c", tenant="t") if m.role == "tool")
+    original = next(
+        m for m in sync(convs.backend.conversations).read("c", tenant="t") if m.role == "tool"
+    )
     pages, page = [], 1
     while True:
-        text = convs._run(convs.read_back("c", "tool:call_0", page, tenant="t", user="u"))
+        text = convs.read_back_sync("c", "tool:call_0", page, tenant="t", user="u")
         if "does not exist" in text:
             break
         pages.append(text.split("\n", 1)[1])
         page += 1
     assert "".join(pages) == original.text  # the read-back pages cover the original
-
-
-class PlainStore:
-    """A `Store` with the protocol's methods only (none of an SQLiteStore's extra
-    capabilities, such as ``append_versioned``): Conversations must use put_working."""
-
-    EXTRAS = frozenset(
-        {"append_versioned", "append_with_readback", "set_message_tokens_with_readback",
-         "save_compaction_versioned"}
-    )  # fmt: skip
-
-    def __init__(self, inner: SQLiteStore) -> None:
-        self.inner = inner
-        self.working: list[str] = []
-
-    def put_working(self, conversation, key, content, **kw):
-        self.working.append(key)
-        return self.inner.put_working(conversation, key, content, **kw)
-
-    def __getattr__(self, name):
-        if name in self.EXTRAS:
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-
-def test_other_stores_get_offloaded_originals_with_put_working(tmp_path):
-    store = PlainStore(SQLiteStore(tmp_path / "p.db"))
-    engine = ContextEngine(counter=H, budget=3000)
-    convs = Conversations(engine, store)  # type: ignore[arg-type]
-    convs.append_sync("c", thread(1), tenant="t", user="u")
-    assert store.working == ["tool:call_0"]
-    item = store.inner.get_working("c", "tool:call_0", tenant="t")
-    assert item.content == next(m.text for m in thread(1) if m.role == "tool")
-    page = convs._run(convs.read_back("c", "tool:call_0", 1, tenant="t", user="u"))
-    assert page.startswith("[page 1 of")
     convs.close()
+
+
+def test_a_store_that_is_not_a_backend_is_refused(tmp_path):
+    """A sync store other than `SQLiteStore` is not wrapped: a `Backend` is what stands in."""
+
+    class Plain:  # a store's methods, none of the contract's roles
+        def __init__(self, inner: SQLiteStore) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    with pytest.raises(ConfigError, match="store must be a Backend"):
+        Conversations(ContextEngine(counter=H), Plain(SQLiteStore(tmp_path / "p.db")))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("batch", [1, 7, 50, 1000])
@@ -698,27 +690,29 @@ def test_bulk_appends_leave_the_tail_single_appends_leave(tmp_path, batch):
     async def no_summary(*a, **k):
         return None
 
-    convs._schedule = no_summary  # type: ignore[method-assign]  # no summaries meanwhile
+    convs._compactor.schedule = no_summary  # type: ignore[method-assign]  # no summaries meanwhile
     convs.append_sync("c", msgs[:3], tenant="t", user="u")
-    convs._run(convs._tail("c", "t", "u"))  # a tail exists from here on: appends grow it
+    convs.check_sync("c", tenant="t", user="u")  # a tail exists from here on: appends grow it
     for i in range(3, len(msgs), batch):
         convs.append_sync("c", msgs[i : i + batch], tenant="t", user="u")
-    tail = convs._tails[("t", "c")]
     reference = Conversations(ContextEngine(counter=H, budget=600), SQLiteStore(tmp_path / "r.db"))
+    reference._compactor.schedule = no_summary  # type: ignore[method-assign]
     reference.append_sync("c", msgs[:3], tenant="t", user="u")
-    ref = reference._run(reference._tail("c", "t", "u"))
+    reference.check_sync("c", tenant="t", user="u")
     for m in msgs[3:]:
         reference.append_sync("c", [m], tenant="t", user="u")
-    assert [m.seq for m in tail.messages] == [m.seq for m in ref.messages]
-    assert [m.text for m in tail.messages] == [m.text for m in ref.messages]
-    assert (tail.tokens, tail.total_tokens, tail.user_turns, tail.last_seq) == (
-        ref.tokens, ref.total_tokens, ref.user_turns, ref.last_seq,
-    )  # fmt: skip
-    assert tail.tokens == sum(count_message(engine.counter, m) for m in tail.messages)
     cold = Conversations(ContextEngine(counter=H, budget=600), SQLiteStore(tmp_path / "t.db"))
-    fresh_tail = cold._run(cold._tail("c", "t", "u"))
-    assert [m.seq for m in fresh_tail.messages] == [m.seq for m in tail.messages]
-    assert fresh_tail.total_tokens == tail.total_tokens
+    cold._compactor.schedule = no_summary  # type: ignore[method-assign]
+    # grown batch by batch, pushed one by one, read by a new process: the same live
+    # size and the same prompt
+    kw = {"tenant": "t", "user": "u"}
+    checks = [c.check_sync("c", **kw) for c in (convs, reference, cold)]
+    assert checks[0] == checks[1] == checks[2]
+    built = [
+        [(m.role, m.text) for m in c.build_sync("c", "plan?", store_message=False, **kw).messages]
+        for c in (convs, reference, cold)
+    ]
+    assert built[0] == built[1] == built[2]
     for c in (convs, reference, cold):
         c.close()
 
@@ -735,12 +729,14 @@ def test_import_stores_everything_in_batches_and_summarises_once(convs):
     assert seen == [25, 25, 25, 21]
     assert [m.seq for m in stored] == list(range(1, len(msgs) + 1))
     assert [m.id for m in stored] == [m.id for m in msgs]
-    assert [m.id for m in convs.store.read("imp", tenant="t")] == [m.id for m in msgs]
+    assert [m.id for m in sync(convs.backend.conversations).read("imp", tenant="t")] == [
+        m.id for m in msgs
+    ]
     convs.wait_idle_sync()
     # one background summary, scheduled after the last batch (not one per batch)
-    assert len(convs.store.summaries("imp", tenant="t")) == 1
+    assert len(sync(convs.backend.summaries).summaries("imp", tenant="t")) == 1
     # the tail the import left is the one a fresh process would load
-    fresh = Conversations(convs.engine, convs.store, compaction=convs.compaction)
+    fresh = Conversations(convs.engine, convs.backend, compaction=convs.compaction)
     a = convs.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
     b = fresh.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
     assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
@@ -755,11 +751,11 @@ def test_import_rejects_bad_input_and_keeps_the_batches_before(convs):
     bad = [*msgs[:12], "not a message", *msgs[12:]]
     with pytest.raises(InvalidMessageError, match=r"messages\[2\]"):
         convs.import_sync("imp", bad, tenant="t", user="u", batch_size=5)
-    assert len(convs.store.read("imp", tenant="t")) == 10  # two whole batches
+    assert len(sync(convs.backend.conversations).read("imp", tenant="t")) == 10  # two whole batches
     # importing the same messages again skips what is stored (same ids)
     again = convs.import_sync("imp", msgs, tenant="t", user="u", batch_size=5)
     assert [m.seq for m in again] == list(range(1, len(msgs) + 1))
-    assert len(convs.store.read("imp", tenant="t")) == len(msgs)
+    assert len(sync(convs.backend.conversations).read("imp", tenant="t")) == len(msgs)
 
 
 def _import_pair(tmp_path, msgs, batch_size, budget=3000, window_tokens=None):
@@ -775,13 +771,13 @@ def _import_pair(tmp_path, msgs, batch_size, budget=3000, window_tokens=None):
 
 
 def _stored_counts(c: Conversations) -> dict[int, int | None]:
-    return {o.seq: o.tokens for o in c.store.read_outline("imp", tenant="t")}
+    return {o.seq: o.tokens for o in sync(c.backend.conversations).read_outline("imp", tenant="t")}
 
 
 def _assert_same_summary_and_prompt(a: Conversations, b: Conversations) -> None:
     """``a`` and ``b`` hold conversation "imp" under the same summary and build the same prompt."""
-    sa = a.store.latest_summary("imp", tenant="t")
-    sb = b.store.latest_summary("imp", tenant="t")
+    sa = sync(a.backend.summaries).latest_summary("imp", tenant="t")
+    sb = sync(b.backend.summaries).latest_summary("imp", tenant="t")
     assert (sa and (sa.upto_seq, sa.content)) == (sb and (sb.upto_seq, sb.content))
     pa = a.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
     pb = b.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
@@ -798,7 +794,7 @@ def test_bulk_import_counts_only_what_the_tail_can_hold(tmp_path):
         assert uncounted, "a bulk import leaves the summarised part uncounted"
         # the uncounted are the oldest, all of them covered by the summary
         assert uncounted == list(range(1, len(uncounted) + 1))
-        summary = deferred.store.latest_summary("imp", tenant="t")
+        summary = sync(deferred.backend.summaries).latest_summary("imp", tenant="t")
         assert summary is not None
         assert summary.upto_seq >= uncounted[-1]
         # the counted ones have the counts a counted import stores, and they alone
@@ -806,15 +802,15 @@ def test_bulk_import_counts_only_what_the_tail_can_hold(tmp_path):
         assert {s: n for s, n in got.items() if n is not None} == {
             s: want[s] for s, n in got.items() if n is not None
         }
-        info = deferred.store.get_conversation("imp", tenant="t")
+        info = sync(deferred.backend.conversations).get_conversation("imp", tenant="t")
         assert info is not None
         assert info.token_total == sum(n for n in got.values() if n)
         # same summary, same prompt, same live size as the counted import
         _assert_same_summary_and_prompt(deferred, counted)
-        ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
-        assert ta.unsummarized_tokens == tb.unsummarized_tokens
+        kw = {"tenant": "t", "user": "u"}
+        assert deferred.check_sync("imp", **kw) == counted.check_sync("imp", **kw)
         # the compaction log says what its figures leave out
-        entry = deferred.store.compactions("imp", tenant="t")[-1]
+        entry = sync(deferred.backend.compactions).compactions("imp", tenant="t")[-1]
         assert any("without a token count" in n for n in entry.detail["notes"])
         # a new process loads the same tail
         _assert_same_summary_and_prompt(Conversations(deferred.engine, deferred.store), counted)
@@ -832,19 +828,19 @@ def test_bulk_import_writes_readback_keys_for_the_tail_it_counts(tmp_path):
         for c in (deferred, counted):
             built = c.build_sync("imp", "what did the search return?", tenant="t", user="u")
             assert any(key in m.text for m in built.messages if m.role == "tool")
-            page = c._run(c.read_back("imp", key, 1, tenant="t", user="u"))
+            page = c.read_back_sync("imp", key, 1, tenant="t", user="u")
             assert page.startswith("[page 1 of"), page
         # a tool result summarised away uncounted was never shown: no key for it;
         # every counted one has its key, as in the counted import
         counts = _stored_counts(deferred)
-        seqs = {m.id: m.seq for m in deferred.store.read("imp", tenant="t")}
+        seqs = {m.id: m.seq for m in sync(deferred.backend.conversations).read("imp", tenant="t")}
         tools = [m for m in msgs if m.role == "tool"]
         assert any(counts[seqs[m.id]] is None for m in tools)
         for m in tools:
             key = f"tool:{m.tool_results[0].call_id}"
-            has = deferred.store.get_working("imp", key, tenant="t") is not None
+            has = sync(deferred.backend.working).get_working("imp", key, tenant="t") is not None
             assert has == (counts[seqs[m.id]] is not None), key
-            assert counted.store.get_working("imp", key, tenant="t") is not None
+            assert sync(counted.backend.working).get_working("imp", key, tenant="t") is not None
     finally:
         deferred.close()
         counted.close()
@@ -866,9 +862,9 @@ def test_an_import_cut_short_is_counted_where_it_is_needed(tmp_path, window_toke
         c.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
         c.wait_idle_sync()
         got = _stored_counts(c)
-        tail = c._tails[("t", "imp")]
-        # the tail's messages were counted and stored; the total is their sum
-        assert all(got[m.seq] is not None for m in tail.messages)
+        # what the summary does not cover was counted and stored; the total is their sum
+        boundary = store.latest_summary("imp", tenant="t").upto_seq
+        assert all(n is not None for seq, n in got.items() if seq > boundary)
         info = store.get_conversation("imp", tenant="t")
         assert info.token_total == sum(n for n in got.values() if n) > 0
         # the summary covers what the counted import's covers, and the prompt is its
@@ -890,13 +886,13 @@ def test_a_failing_import_still_counts_the_tail_of_what_it_stored(convs):
 
     with pytest.raises(RuntimeError, match="stop"):
         convs.import_sync("imp", msgs, tenant="t", user="u", batch_size=20, progress=progress)
-    outline = convs.store.read_outline("imp", tenant="t")
+    outline = sync(convs.backend.conversations).read_outline("imp", tenant="t")
     assert len(outline) == 60
     assert outline[-1].tokens is not None  # the newest were counted before the error left
-    tail = convs._tails.get(("t", "imp"))
-    if tail is not None:  # and the in-process tail agrees with the store
-        info = convs.store.get_conversation("imp", tenant="t")
-        assert tail.total_tokens == info.token_total
+    # the in-process tail agrees with the store (nothing is summarised yet)
+    assert sync(convs.backend.summaries).latest_summary("imp", tenant="t") is None
+    info = sync(convs.backend.conversations).get_conversation("imp", tenant="t")
+    assert convs.check_sync("imp", tenant="t", user="u").current_tokens == info.token_total
 
 
 @settings(
@@ -924,20 +920,21 @@ def test_property_bulk_import_builds_what_a_counted_import_builds(
     try:
         got, want = _stored_counts(deferred), _stored_counts(counted)
         assert sorted(got) == sorted(want) == list(range(1, len(msgs) + 1))
-        sa = deferred.store.latest_summary("imp", tenant="t")
+        sa = sync(deferred.backend.summaries).latest_summary("imp", tenant="t")
         boundary = sa.upto_seq if sa else 0
         # every message is counted or summarised (a compaction that keeps an
         # uncounted one stores its count); counted ones agree with the reference
         assert all(n is not None or seq <= boundary for seq, n in got.items())
         assert all(n is None or n == want[seq] for seq, n in got.items())
-        info = deferred.store.get_conversation("imp", tenant="t")
+        info = sync(deferred.backend.conversations).get_conversation("imp", tenant="t")
         assert info.token_total == sum(n for n in got.values() if n)
         # what is not summarised weighs the same (the compaction check's input)
-        ta, tb = deferred._tails[("t", "imp")], counted._tails[("t", "imp")]
-        assert ta.unsummarized_tokens == tb.unsummarized_tokens
-        for t in (ta, tb):  # each tail message's cost, kept beside it
-            assert list(t.costs) == [count_message(H, m) for m in t.messages]
-            assert t.tokens == sum(t.costs)
+        kw = {"tenant": "t", "user": "u"}
+        assert deferred.check_sync("imp", **kw) == counted.check_sync("imp", **kw)
+        for c in (deferred, counted):  # the tails' costs are what a reload counts
+            warm = c.check_sync("imp", **kw)
+            c.drop_caches()
+            assert c.check_sync("imp", **kw) == warm
         _assert_same_summary_and_prompt(deferred, counted)
     finally:
         deferred.close()
@@ -981,7 +978,7 @@ def test_a_tail_takes_in_what_another_connection_wrote(tmp_path):
         assert (
             texts.index("question one") < texts.index("written by b") < texts.index("question two")
         )
-        stored = [m.text for m in a.store.read("c", tenant="t")]
+        stored = [m.text for m in sync(a.backend.conversations).read("c", tenant="t")]
         assert stored == [
             "first from a",
             "ok a",
@@ -1024,12 +1021,9 @@ def test_a_tail_is_read_afresh_when_another_connection_wrote_much(tmp_path):
             assert [(m.role, m.text) for m in built.messages] == [
                 (m.role, m.text) for m in again.messages
             ]
-            ta, tf = a._tails[("t", "c")], fresh._tails[("t", "c")]
-            assert [m.seq for m in ta.messages] == [m.seq for m in tf.messages]
-            assert (ta.last_seq, ta.user_turns, ta.total_tokens, ta.covered_tokens) == (
-                tf.last_seq, tf.user_turns, tf.total_tokens, tf.covered_tokens,
-            )  # fmt: skip
-            assert ta.summary == tf.summary
+            # the reloaded tail is the new process's: same live size, same summary trigger
+            kw = {"tenant": "t", "user": "u"}
+            assert a.check_sync("c", **kw) == fresh.check_sync("c", **kw)
         finally:
             fresh.close()
     finally:
@@ -1063,11 +1057,11 @@ def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size):
         convs.build_sync("c", f"new question {i}", tenant="t", user="u")
         convs.append_sync("c", [Message.assistant(f"reply {i}")], tenant="t", user="u")
         convs.wait_idle_sync()
-    bounds = [s.upto_seq for s in convs.store.summaries("c", tenant="t")]
+    bounds = [s.upto_seq for s in sync(convs.backend.summaries).summaries("c", tenant="t")]
     assert bounds == sorted(bounds)
     steps = [b - a for a, b in itertools.pairwise(bounds)]
     assert all(step >= config.summary_message_threshold for step in steps), bounds
-    last = convs.store.get_conversation("c", tenant="t").last_seq
+    last = sync(convs.backend.conversations).get_conversation("c", tenant="t").last_seq
     assert last - bounds[-1] >= keep  # the newest are never summarised
     convs.close()
 
@@ -1162,7 +1156,7 @@ _WRITERS = st.lists(
 @example(ops=[("build", 0), ("append", 1), ("build", 0)])  # the same store, another Conversations
 @example(ops=[("build", 0), ("raw", 0), ("build", 0)])  # the store itself, no tail
 def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, ops):
-    """Tails kept current by change tokens hold exactly the newest stored messages after a build.
+    """Tails kept current by versions hold what a new process reads, after every build.
 
     Writers: Conversations 0 and 1 share one store, Conversations 2 has a store of
     its own on the same file (another connection, as another process would), and
@@ -1174,6 +1168,8 @@ def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, 
         Conversations(ContextEngine(counter=H, budget=4000), store)
         for store in (shared, shared, other)
     ]
+    probe = Conversations(ContextEngine(counter=H, budget=4000), SQLiteStore(path))  # cold
+    kw = {"tenant": "t", "user": "u"}
     try:
         for i, (op, who) in enumerate(ops):
             text = f"{op} {who} #{i}"
@@ -1186,20 +1182,17 @@ def test_property_a_tail_that_skips_the_store_misses_no_write(tmp_path_factory, 
                 continue
             built = convs[who].build_sync("c", text, tenant="t", user="u")
             stored = shared.read("c", tenant="t")
-            tail = convs[who]._tails[("t", "c")]
-            assert tail.last_seq == stored[-1].seq
-            seqs = [m.seq for m in tail.messages]
-            assert seqs == [m.seq for m in stored[len(stored) - len(seqs) :]]
-            assert [m.text for m in tail.messages] == [
-                m.text for m in stored[len(stored) - len(seqs) :]
-            ]
-            assert list(tail.costs) == [count_message(H, m) for m in tail.messages]
-            assert tail.tokens == sum(tail.costs)
+            # what the tail holds builds what a new process builds (asked first: the
+            # probe's read stores the counts of raw appends, a write the tail would see)
+            warm = convs[who].build_sync("c", "probe", store_message=False, **kw)
+            probe.drop_caches()  # as a new process: the tail read from the store
+            cold = probe.build_sync("c", "probe", store_message=False, **kw)
+            assert [m.text for m in warm.messages] == [m.text for m in cold.messages]
             texts = [m.text for m in built.messages]
             if len(stored) > 1:  # the message stored before this one is in the prompt
                 assert stored[-2].text in texts
     finally:
-        for c in convs:
+        for c in (*convs, probe):
             c.close()  # closing a store twice is harmless
 
 
@@ -1220,13 +1213,13 @@ def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_pat
     def total() -> int:
         return other.get_conversation("imp", tenant="t").token_total
 
-    def counted_elsewhere_first(conversation, tenant, messages, views, tokens):
+    async def counted_elsewhere_first(conversation, tenant, messages, views, tokens):
         start = total()
         if moved:  # the import's own count of its newest messages is left alone
             counts = {m.seq: n for m, n in zip(messages, tokens, strict=True)}
             other.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=H.name)
         middle = total()
-        original(conversation, tenant, messages, views, tokens)
+        await original(conversation, tenant, messages, views, tokens)
         moved.append((middle - start, total() - middle))
         return None
 
@@ -1240,8 +1233,14 @@ def test_a_tail_total_stays_the_stores_when_another_process_counts_first(tmp_pat
         assert moved[0][1] > 0  # the import's own count
         assert moved[1] == (moved[1][0], 0)  # the other's write moved it, this one did not
         assert moved[1][0] > 0
-        tail = c._tails[("t", "imp")]
-        assert tail.total_tokens == total() == sum(n for n in _stored_counts(c).values() if n)
+        assert total() == sum(n for n in _stored_counts(c).values() if n)
+        # the tail's live size is the one a new process reads from the store's total
+        kw = {"tenant": "t", "user": "u"}
+        fresh = Conversations(engine, SQLiteStore(db), window_tokens=300)
+        try:
+            assert c.check_sync("imp", **kw) == fresh.check_sync("imp", **kw)
+        finally:
+            fresh.close()
     finally:
         c.close()
         other.close()
@@ -1269,7 +1268,7 @@ def _summarised_turns(convs: Conversations, turns: int, settle_first: bool = Fal
 
 
 def test_a_background_summary_keeps_the_tail_current(tmp_path):
-    """A summary this process saved moves the store's change token, and the tail that
+    """A summary this process saved moves the conversation's version, and the tail that
     adopted it stays current: the next build need not ask the store, and has the
     newest summary."""
     store = _AskedStore(tmp_path / "s.db")
@@ -1281,7 +1280,14 @@ def test_a_background_summary_keeps_the_tail_current(tmp_path):
         summaries = store.summaries("c", tenant="t")
         assert len(summaries) >= 3, "background summaries ran"
         assert store.asked == asked
-        assert convs._tails[("t", "c")].summary == summaries[-1]
+        # the warm tail has the newest summary: it builds what a new process builds
+        fresh = Conversations(ContextEngine(counter=H, budget=800), SQLiteStore(store.path))
+        try:
+            kw = {"tenant": "t", "user": "u"}
+            assert convs.check_sync("c", **kw) == fresh.check_sync("c", **kw)
+        finally:
+            fresh.close()
+        assert store.asked == asked
         built = convs.build_sync("c", "and now?", tenant="t", user="u")
         shown = {b.name: b.status for b in built.report.blocks}
         assert shown.get("summary") in ("included", "truncated")
@@ -1299,7 +1305,7 @@ def test_a_summary_that_ends_before_it_is_listed_does_not_stop_the_next(tmp_path
     )
     try:
         _summarised_turns(convs, 40)
-        assert len(convs.store.summaries("c", tenant="t")) >= 3
+        assert len(sync(convs.backend.summaries).summaries("c", tenant="t")) >= 3
     finally:
         convs.close()
 

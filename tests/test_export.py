@@ -38,8 +38,9 @@ def shape(m: Message) -> tuple[object, ...]:
 
 
 @pytest.fixture
-def convs(tmp_path):
-    c = Conversations(ContextEngine(budget=4000), str(tmp_path / "s.db"))
+def convs(tmp_path, backend):
+    """Conversations on SQLite and in memory: `messages` reads any backend alike."""
+    c = Conversations(ContextEngine(budget=4000), backend(tmp_path / "s.db"))
     yield c
     c.close()
 

@@ -14,6 +14,7 @@ access to another user's conversation raises `InvalidMessageError` naming
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -135,7 +136,7 @@ class Workload:
                     self.owner[(tenant, cid)] = user
             elif op == "read_back":
                 keys = self.keys.get((tenant, cid)) or ["tool:call_0"]
-                out = c._run(c.read_back(cid, keys[-1] if flag else keys[0], 1, **kw))
+                out = c.read_back_sync(cid, keys[-1] if flag else keys[0], 1, **kw)
             elif op == "compact":
                 try:
                     result = c.compact_sync(cid, preview=flag, **kw)
@@ -147,14 +148,14 @@ class Workload:
                 assert owner is not None
                 out = [result.summary, [m.text for m in result.compacted_messages]]
             elif op == "check":
-                out = c._run(c.check(cid, **kw))
+                out = c.check_sync(cid, **kw)
             elif op == "messages":
                 out = [m.to_dict() for m in c.messages_sync(cid, **kw)]
             elif op == "memory":
                 scope = Scope(tenant, user)
-                hits = c._run(self.memory.search(scope, QUERY, 10))
+                hits = asyncio.run(self.memory.search(scope, QUERY, 10))
                 out = [h.memory.content for h in hits]
-                out += [m.content for m in c._run(self.memory.top(scope, 10))]
+                out += [m.content for m in asyncio.run(self.memory.top(scope, 10))]
                 assert self.secret[p] in json.dumps(out), "a user's own memory is found"
             elif op == "knowledge":
                 hits = self.knowledge[tenant].search_sync(QUERY, limit=5)

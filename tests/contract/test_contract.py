@@ -1,6 +1,6 @@
 """The contract suites (`contextwright.testing`), run for every backend here.
 
-`StoreContract` for the store backends, `JobsContract` for the job queues. SQLite
+`StoreContract` and `ServiceContract` for the store backends, `JobsContract` for the job queues. SQLite
 runs on a real file in a temporary directory; the in-memory ones are the public
 test doubles. A PostgreSQL backend adds one subclass of each.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from contextwright.stores import Backend, Jobs, MemoryJobs, SQLiteBackend, SQLiteJobs, SQLiteStore
-from contextwright.testing import JobsContract, MemoryBackend, StoreContract
+from contextwright.testing import JobsContract, MemoryBackend, ServiceContract, StoreContract
 
 
 class TestSQLiteBackend(StoreContract):
@@ -20,6 +20,16 @@ class TestSQLiteBackend(StoreContract):
 
 
 class TestMemoryBackend(StoreContract):
+    def open_backend(self, directory: Path, clock: Callable[[], float]) -> Backend:
+        return MemoryBackend(clock=clock).backend()
+
+
+class TestSQLiteService(ServiceContract):
+    def open_backend(self, directory: Path, clock: Callable[[], float]) -> Backend:
+        return SQLiteBackend(directory / "service.db", clock=clock).backend()
+
+
+class TestMemoryService(ServiceContract):
     def open_backend(self, directory: Path, clock: Callable[[], float]) -> Backend:
         return MemoryBackend(clock=clock).backend()
 

@@ -1,12 +1,11 @@
 """Compaction in the stateful mode: `Compactor`, the background summaries and `Conversations.compact`.
 
-`Conversations` (``_conversations.py``) holds one `Compactor` and reaches it
-through a few delegates. It plans from the stored outlines, summarises
+`Conversations` (``_conversations.py``) holds one `Compactor`. It plans from the stored outlines, summarises
 incrementally (previous summary + what follows it), saves the summary and its
 log entry in one transaction (with the expected version: a lost race stands
 down), and adopts the result into the in-process tail. Background summaries
-are durable 'summarise' jobs in the store's queue (`JobRunner`); see
-`Compactor._compact`.
+are durable 'summarise' jobs in the backend's queue (`JobRunner`), scheduled by
+builds and after bulk writes (`summarise_if_due`); see `Compactor.compact_now`.
 """
 
 from __future__ import annotations
@@ -29,13 +28,14 @@ from ..history import (
 )
 from ..model._messages import Message
 from ..stores import CompactionEntry, Job, MessageOutline, Summary
+from ..stores._inline import runs_inline
 from ..tokens._frame import count_message
 from ._tail import Tail
 
 if TYPE_CHECKING:
     from ._conversations import Conversations
 
-__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload"]
+__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload", "compaction_report"]
 
 SUMMARISE = "summarise"  # the job kind of a background summary
 
@@ -44,8 +44,20 @@ SUMMARISE = "summarise"  # the job kind of a background summary
 MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 # A tool result to offload: (working-memory key, call id, original text, ttl).
 Offload = tuple[str, str, str, float]
-# The conversation's version a write left, when the store says (see `Tail.follow`).
-_Written = int | None
+
+
+def compaction_report(
+    urgency: CompactionCheck, compacted: CompactionResult | None
+) -> dict[str, Any]:
+    """The build report's ``compaction``: the check, and what a compaction before it did."""
+    out: dict[str, Any] = {"urgency": urgency.urgency, "live_tokens": urgency.current_tokens}
+    if compacted is not None:
+        out.update(
+            performed=compacted.applied, strategies=list(compacted.strategies),
+            tokens_before=compacted.tokens_before_compaction,
+            tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
+        )  # fmt: skip
+    return out
 
 
 class _StoodDown(Exception):
@@ -94,6 +106,46 @@ class Compactor:
             self._pending[key] = done
             done.add_done_callback(lambda _: self._forget(key, done))
 
+    async def before_build(
+        self, conversation: str, tenant: str, user: str, tail: Tail, budget: Budget | int | None
+    ) -> tuple[CompactionCheck, CompactionResult | None]:
+        """What a build must do first: compact a conversation over its hard threshold,
+        or make the first summary of one whose window cannot hold what is there.
+
+        Returns the check the build reports and the compaction, if one ran. A
+        summary of the conversation already under way here is waited for instead.
+        """
+        urgency = self.c._check(tail, budget)
+        compacted: CompactionResult | None = None
+        running = self.running((tenant, conversation))
+        # nothing summarised yet, the window cannot hold what is there, and a summary
+        # could cut something (decided from the stored messages alone, so that an
+        # evicted or restarted tail decides the same: no per-process "tried" flag)
+        first = urgency.summary_due and tail.summary is None and self.c._can_cut(tail)
+        if (urgency.urgency in ("hard", "emergency") or first) and running is not None:
+            await asyncio.wrap_future(running)  # the same work is already under way
+            urgency = self.c._check(tail, budget)
+            first = first and urgency.summary_due and tail.summary is None
+        if urgency.urgency in ("hard", "emergency"):
+            compacted = await self.compact_now(conversation, tenant, user, tail, urgency, wait=True)
+        elif first:
+            compacted = await self.compact_now(
+                conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
+            )  # fmt: skip
+            urgency = self.c._check(tail, budget)
+        return urgency, compacted
+
+    async def summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
+        """After a bulk write: summarise what is outside the window now, in the
+        background, so that the first build does not have to. Below the summary
+        triggers too if the tail could not hold all that is not summarised: a bulk
+        import leaves those messages uncounted, for this summary to cover."""
+        tail = await self.c._tail(conversation, tenant, user)
+        with tail.lock:
+            past_tail = tail.last_seq - tail.boundary > len(tail.messages)
+        if past_tail or self.c._check(tail, None).summary_due:
+            await self.schedule(conversation, tenant, user, routine=True)
+
     def _forget(self, key: tuple[str, str], done: concurrent.futures.Future[None]) -> None:
         if self._pending.get(key) is done:
             del self._pending[key]
@@ -109,7 +161,7 @@ class Compactor:
             self._pending[key] = here
         try:
             tail = await self.c._tail(conversation, job.tenant, user)
-            await self._compact(
+            await self.compact_now(
                 conversation, job.tenant, user, tail, None, wait=False, routine=routine,
                 prompt=False, background=True,
             )  # fmt: skip
@@ -119,7 +171,7 @@ class Compactor:
             self._forget(key, here)
             here.set_result(None)
 
-    async def _compact(
+    async def compact_now(
         self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
         *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
         explicit: bool = False, prompt: bool = True, background: bool = False,
@@ -150,7 +202,8 @@ class Compactor:
         with tail.lock:  # one snapshot: a summary adopted meanwhile must not be counted twice
             before_summary, covered_before = tail.summary, tail.covered_tokens
         after = before_summary.upto_seq if before_summary else 0
-        outline = await self.c.db.read_outline(conversation, tenant=tenant, after_seq=after)
+        log = self.c.backend.conversations
+        outline = await log.read_outline(conversation, tenant=tenant, after_seq=after)
         n = len(outline)
         full: dict[int, Message] = {}  # by index in outline
         costs: list[int | None] = [self._stored_cost(o) for o in outline]
@@ -248,7 +301,7 @@ class Compactor:
             # Waited for by an async caller: on the background thread, so that the
             # rules' CPU time does not hold up the caller's event loop. The sync API's
             # private loop serves only this call: the rules run on it, with no hops.
-            hop = wait and not self.c._inline()
+            hop = wait and not runs_inline()
             draft = await (asyncio.wrap_future(self.c._runner.submit(runner)) if hop else runner)
             content, method = draft.content, draft.method
             new_summary = Summary(
@@ -256,17 +309,15 @@ class Compactor:
                 outline[cut - 1].seq, content, counter.count(content), method, self.c.clock(),
                 {"messages": draft.messages, "covered_tokens": covered_before + sum(c for i, c in enumerate(known[:cut]) if i not in fresh)},
             )  # fmt: skip
-        kept_views = [self.c._view(full[i])[0] for i in range(cut, n)] if prompt else []
+        kept_views = [self.c._writes.view(full[i])[0] for i in range(cut, n)] if prompt else []
         kept_fresh = sorted(i for i in fresh if i >= cut)
         if kept_fresh and not preview:
             # uncounted messages that stay outside the summary get their counts
             # stored, so that the store's totals cover everything not summarised
             counted = [costs[i] or 0 for i in kept_fresh]
-            await self.c.db._run(
-                functools.partial(
-                    self.c._store_counts, conversation, tenant, [full[i] for i in kept_fresh],
-                    [fresh[i] for i in kept_fresh], counted,
-                )
+            await self.c._writes.store_counts(
+                conversation, tenant, [full[i] for i in kept_fresh],
+                [fresh[i] for i in kept_fresh], counted,
             )  # fmt: skip
             with tail.lock:
                 tail.total_tokens += sum(counted)
@@ -281,28 +332,26 @@ class Compactor:
             )  # fmt: skip
             # summary and log entry in one transaction: a crash leaves both or neither
             try:
-                saved, written = await self.c.db._run(
-                    functools.partial(self.c._save_compaction, new_summary, entry, tenant)
-                )
+                saved, written = await self.c._writes.save_compaction(new_summary, entry, tenant)
             except SummaryConflictError as lost:
                 # Another process saved a summary reaching as far first: a lost race,
                 # not an error. Nothing was written; adopt the winner and stand down.
-                self.c._apply_summary(tail, lost.latest)
+                self.c._keeper.apply_summary(tail, lost.latest)
                 if background:
                     raise _StoodDown from None
                 return self._stood_down(lost.latest, outline, full, n, before_tokens, urgency,
                                         notes, flushed, prompt)  # fmt: skip
             version = saved.version
-            self.c._apply_summary(tail, saved, written)
-            current = self.c._tails.get(key)
+            self.c._keeper.apply_summary(tail, saved, written)
+            current = self.c._keeper.cache.get(key)
             if current is not None and current is not tail:  # evicted and read afresh meanwhile
-                self.c._apply_summary(current, saved)
+                self.c._keeper.apply_summary(current, saved)
         elif explicit and not preview:
             entry = CompactionEntry(
                 0, conversation, self.c.clock(), urgency.urgency, False, before_tokens, before_tokens,
                 None, after, strategies, {"notes": list(notes), "reason": "nothing to summarise"},
             )  # fmt: skip
-            await self.c.db.log_compaction(entry, tenant=tenant)
+            await self.c.backend.compactions.log_compaction(entry, tenant=tenant)
         shown = ([Message.system(content)] if content else []) + kept_views
         return CompactionResult(
             shown, content, n, n - cut, flushed, before_tokens, new_tokens,
@@ -322,7 +371,7 @@ class Compactor:
         """
         kept = [i for i in range(n) if outline[i].seq > latest.upto_seq and i in full]
         shown = [Message.system(latest.content)] + (
-            [self.c._view(full[i])[0] for i in kept] if prompt else []
+            [self.c._writes.view(full[i])[0] for i in kept] if prompt else []
         )
         note = (
             f"stood down: summary version {latest.version}, saved meanwhile by another "
@@ -359,7 +408,7 @@ class Compactor:
         await self._read_full(conversation, tenant, outline, full, todo[0], todo[-1] + 1)
         counter, ov = self.c.engine.counter, self.c.engine.overhead
         for i in todo:
-            made = self.c._view(full[i])
+            made = self.c._writes.view(full[i])
             costs[i] = count_message(counter, made[0], ov)
             if not outline[i].counter:
                 fresh[i] = made
@@ -373,7 +422,7 @@ class Compactor:
         if not missing:
             return
         lo, hi = missing[0], missing[-1]
-        more = await self.c.db.read(
+        more = await self.c.backend.conversations.read(
             conversation, tenant=tenant, after_seq=outline[lo].seq - 1, upto_seq=outline[hi].seq
         )
         if [m.seq for m in more] != [o.seq for o in outline[lo : hi + 1]]:
@@ -390,7 +439,7 @@ class Compactor:
         `InvalidMessageError` (``user``) before anything is read or written.
         """
         tail = await self.c._tail(conversation, tenant, user)
-        await self.c._owned(tail, conversation, tenant, user)
+        await self.c._keeper.owned(tail, conversation, tenant, user)
         if tail.owner is None:
             raise UserError(f"no conversation {conversation!r} for tenant {tenant!r}")
         # A background summary may be under way (a bulk import schedules one). A
@@ -410,6 +459,6 @@ class Compactor:
         finally:
             if yielding:
                 self._yield_to.discard(key)
-        return await self._compact(
+        return await self.compact_now(
             conversation, tenant, user, tail, None, wait=True, preview=preview, force=force
         )

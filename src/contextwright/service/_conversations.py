@@ -1,6 +1,8 @@
 """Stateful mode: conversations kept in a store, built against by id.
 
-`Conversations` puts a `ContextEngine` on top of a `Store`. Messages are appended
+`Conversations` puts a `ContextEngine` on top of a store `Backend` (the async
+store contract: SQLite by default, any backend that passes the contract suites;
+each call goes through one of its roles). Messages are appended
 once, with a sequence number and their prompt cost; each build reads only what is
 new since the last one, so a turn costs the same in a conversation of 100 messages
 and of 100,000:
@@ -27,9 +29,12 @@ the originals stay searchable — the recall source brings exact old turns back.
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from types import SimpleNamespace
+from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError
 from ..budget._budget import Budget
@@ -48,35 +53,24 @@ from ..history import (
 from ..model._messages import Message
 from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
-from ..stores import (
-    AsyncStore,
-    CompactionEntry,
-    Job,
-    Jobs,
-    MemoryJobs,
-    SQLiteJobs,
-    SQLiteStore,
-    Store,
-    Summary,
-)
+from ..stores import Backend, Job, Jobs, MemoryJobs, SQLiteBackend, SQLiteStore
 from ..stores._runner import JobRunner
-from ._compact import SUMMARISE, Compactor, MemoryFlush
+from ._compact import SUMMARISE, Compactor, MemoryFlush, compaction_report
 from ._live import can_cut, live_check, window_allowance
-from ._store_calls import StoreCalls
-from ._sync import SyncLoop, no_running_loop, sync_list, sync_twin
+from ._sync import SyncLoop, sync_list, sync_twin
 from ._tail import Tail, TailCache
 from ._tail_sync import TailKeeper
-from ._write_path import Offload, Writes
+from ._write_path import Writes
 
 __all__ = ["Conversations", "MemoryFlush"]
-
-T = TypeVar("T")
 
 
 class Conversations:
     """Conversations persisted in ``store`` and built with ``engine``.
 
-    ``store`` is a `Store` (or a path for an `SQLiteStore`). ``summarizer`` defaults
+    ``store`` is a `Backend` (kept as ``backend``), or an `SQLiteStore` or a path
+    (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
+    then that `SQLiteStore`, for sync reads (None with another backend). ``summarizer`` defaults
     to the rule summariser; ``memory_flush`` runs on messages about to be
     summarised away. ``window_tokens`` bounds the in-process tail (default: the
     engine's budget).
@@ -90,8 +84,8 @@ class Conversations:
     too: recall's turn indexes (`RecallSource.max_conversations`), the engine's
     window memos and shortened messages.
 
-    Background summaries are durable jobs in ``jobs`` (default: the `SQLiteStore`'s
-    own queue, `MemoryJobs` for another store), run on one background thread, or
+    Background summaries are durable jobs in ``jobs`` (default: the backend's own
+    queue, `Backend.jobs`; `MemoryJobs` if it has none), run on one background thread, or
     at once on the caller's loop with ``inline_jobs`` (the CLI, tests); a job of
     a process that died is taken over after its lease (`JobRunner`). `jobs` lists
     them, failed ones with their error.
@@ -103,7 +97,7 @@ class Conversations:
     def __init__(
         self,
         engine: ContextEngine,
-        store: Store | str | None = None,
+        store: Backend | SQLiteStore | str | os.PathLike[str] | None = None,
         *,
         compaction: CompactionConfig | None = None,
         summarizer: Summarizer | None = None,
@@ -129,11 +123,17 @@ class Conversations:
             )
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 1:
             raise ConfigError(f"cache_bytes must be a positive integer, got {cache_bytes!r}")
-        if store is None or isinstance(store, str):
-            store = SQLiteStore(store or ":memory:")
+        self.store: SQLiteStore | None = None
+        if isinstance(store, Backend):
+            self.backend = store
+        elif store is None or isinstance(store, (str, os.PathLike, SQLiteStore)):
+            sqlite = store if isinstance(store, SQLiteStore) else SQLiteStore(store or ":memory:")
+            self.store, self.backend = sqlite, SQLiteBackend(sqlite).backend()
+        else:
+            raise ConfigError(
+                f"store must be a Backend, an SQLiteStore or a path, got {type(store).__name__}"
+            )
         self.engine = engine
-        self.store: Store = store
-        self.db: AsyncStore = StoreCalls(store, self._inline)
         self.compaction = compaction or CompactionConfig()
         self.summarizer = summarizer or RuleSummarizer(engine.counter)
         self.compressor = compressor or ToolResultCompressor(engine.counter)
@@ -146,11 +146,7 @@ class Conversations:
         cache = TailCache(max_cached_conversations, self._busy, cache_bytes)
         self._keeper = TailKeeper(self, cache)
         if jobs is None:
-            jobs = (
-                SQLiteJobs(store, run=self.db._run)
-                if isinstance(store, SQLiteStore)
-                else MemoryJobs()
-            )
+            jobs = self.backend.jobs if self.backend.jobs is not None else MemoryJobs()
         self._compactor = Compactor(self)
         self._runner = JobRunner(
             jobs, {SUMMARISE: self._compactor.run_job}, inline=inline_jobs, lease=job_lease
@@ -164,21 +160,20 @@ class Conversations:
         # with every term, 561 with 100: `bench_recall_default.py`). The memory-QA configuration
         # (`RecallSource.for_memory_qa`) spends more.
         cheap = TurnRanker(RankWeights(feedback_weight=0.0))
-        recall_source = RecallSource(
-            store=self.db, search_limit=32, ranker=cheap, match_budget=200,
-            counter=engine.counter,
+        search, log = self.backend.search, self.backend.conversations
+        reads = SimpleNamespace(  # what recall reads (`SearchesMessages`)
+            search_outlines=search.search_outlines, speaker_names=search.speaker_names,
+            read_outline=log.read_outline,
         )  # fmt: skip
+        recall_source = RecallSource(
+            store=reads, search_limit=32, ranker=cheap, match_budget=200, counter=engine.counter
+        )
         self._extra = [recall_source] if recall else []
         self._recall = recall_source if recall else None
-        self._indexing: set[tuple[str, str]] = set()  # conversations with an index job pending
 
     def _busy(self, key: tuple[str, str]) -> bool:
         """Whether a background summary of the conversation is under way (its tail stays)."""
         return self._compactor.busy(key)
-
-    @property
-    def _tails(self) -> TailCache:
-        return self._keeper.cache
 
     def cache_sizes(self) -> dict[str, int]:
         """How many conversations each in-process cache holds now (all bounded).
@@ -190,9 +185,10 @@ class Conversations:
         ``jobs`` (background jobs this process enqueued that have not run yet, and
         local work under way).
         """
+        tails = self._keeper.cache
         return {
-            "tails": len(self._tails),
-            "tail_bytes": self._tails.bytes,
+            "tails": len(tails),
+            "tail_bytes": tails.bytes,
             "recall_indexes": len(self._recall._indexes) if self._recall is not None else 0,
             "window_memos": len(self.engine._memos),
             "jobs": self._runner.pending(),
@@ -209,40 +205,14 @@ class Conversations:
         cache is not an accelerator but a cache with its own expiry: see
         `ContextEngine.invalidate`.)
         """
-        self._tails.clear()
+        self._keeper.cache.clear()
         if self._recall is not None:
             self._recall.drop_indexes()
         self.engine.drop_caches()
 
-    def _inline(self) -> bool:
-        """Whether this runs on the sync API's private loop (store calls run inline there)."""
-        return self._sync.is_running_here()
-
-    # -- the parts (`Writes`, `TailKeeper`), as the compactor and the benchmarks see them --
-
     async def _tail(self, conversation: str, tenant: str, user: str) -> Tail:
         """The conversation's tail, up to date, for ``user`` only (`TailKeeper.tail`)."""
         return await self._keeper.tail(conversation, tenant, user)
-
-    async def _owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None:
-        await self._keeper.owned(tail, conversation, tenant, user)
-
-    def _apply_summary(self, tail: Tail, summary: Summary, written: int | None = None) -> None:
-        self._keeper.apply_summary(tail, summary, written)
-
-    def _view(self, message: Message) -> tuple[Message, Sequence[Offload]]:
-        return self._writes.view(message)
-
-    def _store_counts(
-        self, conversation: str, tenant: str, messages: Sequence[Message],
-        views: Sequence[tuple[Message, Sequence[Offload]]], tokens: Sequence[int],
-    ) -> int | None:  # fmt: skip
-        return self._writes.store_counts(conversation, tenant, messages, views, tokens)
-
-    def _save_compaction(
-        self, summary: Summary, entry: CompactionEntry, tenant: str
-    ) -> tuple[Summary, int | None]:
-        return self._writes.save_compaction(summary, entry, tenant)
 
     # -- writing ---------------------------------------------------------------------
 
@@ -258,60 +228,10 @@ class Conversations:
         return await self._append(conversation, messages, tenant, user, index_later=True)
 
     async def _append(
-        self,
-        conversation: str,
-        messages: Sequence[Message],
-        tenant: str,
-        user: str,
-        *,
-        index_later: bool,
-    ) -> list[Message]:
-        """`append`; ``index_later`` brings recall's turn index up to date in the
-        background (see `_index_later`): not for a build's own message, whose turn
-        is still being built."""
-        stored = await self._writes.write(conversation, messages, tenant, user)
-        if len(stored) >= self.compaction.summary_message_threshold:
-            await self._summarise_if_due(conversation, tenant, user)
-        elif index_later:
-            self._index_later(conversation, tenant)
-        return stored
-
-    def _index_later(self, conversation: str, tenant: str) -> None:
-        """Index the conversation's new turns for recall on the background thread.
-
-        An append that is not a build's own message (the assistant's reply, a tool
-        result) usually ends a turn: the conversation waits for the user. The turns
-        stored since recall last looked are indexed then, so that the next build
-        finds its index up to date instead of indexing them on its own time (about
-        a tenth of a default build at 10,000 messages). Only a conversation whose
-        index is in memory and at most a few turns behind is caught up (see
-        `RecallSource.catch_up`); one job per conversation is pending at a time.
-        A build that comes first indexes what is missing itself, as before.
-        """
-        recall = self._recall
-        key = (tenant, conversation)
-        if recall is None or key in self._indexing or not recall.has_index(conversation, tenant):
-            return
-        self._indexing.add(key)
-
-        async def job() -> None:
-            self._indexing.discard(key)  # an append from now on schedules another
-            tail = self._tails.get(key)
-            recent = tail.snapshot()[0] if tail is not None else []
-            await recall.catch_up(conversation, tenant, recent)
-
-        self._runner.submit(job())
-
-    async def _summarise_if_due(self, conversation: str, tenant: str, user: str) -> None:
-        """After a bulk write: summarise what is outside the window now, in the
-        background, so that the first build does not have to. Below the summary
-        triggers too if the tail could not hold all that is not summarised: a bulk
-        import leaves those messages uncounted, for this summary to cover."""
-        tail = await self._tail(conversation, tenant, user)
-        with tail.lock:
-            past_tail = tail.last_seq - tail.boundary > len(tail.messages)
-        if past_tail or self._check(tail, None).summary_due:
-            await self._schedule(conversation, tenant, user, routine=True)
+        self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str,
+        *, index_later: bool,
+    ) -> list[Message]:  # fmt: skip
+        return await self._writes.append(conversation, messages, tenant, user, index_later)
 
     async def import_messages(
         self,
@@ -344,24 +264,18 @@ class Conversations:
         its tail, a compaction that keeps them) counts them then. Nothing is lost:
         they are stored, searchable and summarised like any other.
         ``optimize_index`` then indexes what was stored for full-text search and
-        merges the index (`SQLiteStore.optimize_search_index`: the whole file's,
-        so for large imports; the CLI's ``import`` does it). Without it the
-        messages are indexed when the conversation is first searched
-        (`Store.search`; recall keeps its own index in process).
+        merges the index (`MessageSearch.optimize_index`: on SQLite the whole
+        file's, so for large imports; the CLI's ``import`` does it). Without it
+        the messages are indexed when the conversation is first searched
+        (recall keeps its own index in process).
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if isinstance(messages, Message):
             raise InvalidMessageError("messages", "must be an iterable of Message, got one Message")
-        stored = await self._writes.import_batches(
-            conversation, messages, tenant, user, batch_size, progress
+        return await self._writes.import_messages(
+            conversation, messages, tenant, user, batch_size, progress, optimize_index
         )
-        optimize = getattr(self.store, "optimize_search_index", None)
-        if stored and optimize_index and optimize is not None:
-            await self.db._run(optimize)
-        if stored:
-            await self._summarise_if_due(conversation, tenant, user)
-        return stored
 
     # -- reading -------------------------------------------------------------------------
 
@@ -406,49 +320,26 @@ class Conversations:
             self.engine._next_step(message, owned.snapshot()[0])
             await self._append(conversation, [message], tenant, user, index_later=False)
         tail = await self._tail(conversation, tenant, user)
-        urgency = self._check(tail, budget)
-        compacted: CompactionResult | None = None
-        running = self._compactor.running((tenant, conversation))
-        # nothing summarised yet, the window cannot hold what is there, and a summary
-        # could cut something (decided from the stored messages alone, so that an
-        # evicted or restarted tail decides the same: no per-process "tried" flag)
-        first = urgency.summary_due and tail.summary is None and self._can_cut(tail)
-        if (urgency.urgency in ("hard", "emergency") or first) and running is not None:
-            await asyncio.wrap_future(running)  # the same work is already under way
-            urgency = self._check(tail, budget)
-            first = first and urgency.summary_due and tail.summary is None
-        if urgency.urgency in ("hard", "emergency"):
-            compacted = await self._compact(conversation, tenant, user, tail, urgency, wait=True)
-        elif first:
-            compacted = await self._compact(
-                conversation, tenant, user, tail, None, wait=True, routine=True, budget=budget,
-            )  # fmt: skip
-            urgency = self._check(tail, budget)
+        urgency, compacted = await self._compactor.before_build(
+            conversation, tenant, user, tail, budget
+        )
         history, turns, summary_rec, seen = tail.snapshot()
         summary = summary_rec.content if summary_rec else None
         built = await self.engine.build(
             current, history=history, budget=budget, summary=summary, tenant=tenant,
             user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
         )  # fmt: skip
-        await self._owned(tail, conversation, tenant, user)  # made by another meanwhile?
+        await self._keeper.owned(tail, conversation, tenant, user)  # made by another meanwhile?
         # Stored only now: a build that raised (its protected zone, with the P0
         # blocks the sources fetched, over the budget; a bad keyword) must leave
         # nothing behind, or a retry would store the message twice.
         if store_message and current is not None:
             await self._append(conversation, [current], tenant, user, index_later=False)
         built.report.last_seq = seen
-        built.report.compaction = {
-            "urgency": urgency.urgency,
-            "live_tokens": urgency.current_tokens,
-        }
-        if compacted is not None:
-            built.report.compaction.update(
-                performed=compacted.applied, strategies=list(compacted.strategies),
-                tokens_before=compacted.tokens_before_compaction,
-                tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
-            )  # fmt: skip
+        built.report.compaction = compaction_report(urgency, compacted)
         if urgency.summary_due or urgency.urgency == "soft":
-            await self._schedule(conversation, tenant, user, routine=urgency.urgency == "none")
+            routine = urgency.urgency == "none"
+            await self._compactor.schedule(conversation, tenant, user, routine=routine)
         return built
 
     def _can_cut(self, tail: Tail) -> bool:
@@ -487,8 +378,8 @@ class Conversations:
         `InvalidMessageError` (``user``).
         """
         tail = await self._tail(conversation, tenant, user)
-        item = await self.db.get_working(conversation, key, tenant=tenant)
-        await self._owned(tail, conversation, tenant, user)
+        item = await self.backend.working.get_working(conversation, key, tenant=tenant)
+        await self._keeper.owned(tail, conversation, tenant, user)
         if item is None:
             return f"[nothing stored under {key!r}: it may have expired]"
         return readback_page(item.content, page, self.engine.counter)
@@ -516,10 +407,11 @@ class Conversations:
         if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
             raise ConfigError(f"page_size must be a positive integer, got {page_size!r}")
         tail = await self._tail(conversation, tenant, user)
-        await self._owned(tail, conversation, tenant, user)
+        await self._keeper.owned(tail, conversation, tenant, user)
         seq = after_seq
+        log = self.backend.conversations
         while True:
-            page = await self.db.read(conversation, tenant=tenant, after_seq=seq, limit=page_size)
+            page = await log.read(conversation, tenant=tenant, after_seq=seq, limit=page_size)
             for m in page:
                 yield m
             if len(page) < page_size:
@@ -544,17 +436,6 @@ class Conversations:
         """The background jobs in the queue: pending, running, and ``failed`` ones with their error."""
         return await self._runner.jobs.jobs(tenant=tenant, state=state)
 
-    # -- compaction (`Compactor`) ------------------------------------------------------------
-
-    async def _schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
-        await self._compactor.schedule(conversation, tenant, user, routine=routine)
-
-    async def _compact(
-        self, conversation: str, tenant: str, user: str, tail: Tail,
-        urgency: CompactionCheck | None, **kw: Any,
-    ) -> CompactionResult:  # fmt: skip
-        return await self._compactor._compact(conversation, tenant, user, tail, urgency, **kw)
-
     async def compact(
         self, conversation: str, *, tenant: str = "default", user: str = "anonymous",
         preview: bool = False, force: bool = True,
@@ -568,43 +449,9 @@ class Conversations:
             conversation, tenant=tenant, user=user, preview=preview, force=force
         )
 
-    # -- sync facade ---------------------------------------------------------------------
+    # -- sync facade (the store's calls run inline on its private loop: `inline_loop`) ----
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the sync API's private loop."""
-        return self._sync.run(coro)
-
-    def append_sync(
-        self,
-        conversation: str,
-        messages: Sequence[Message],
-        *,
-        tenant: str = "default",
-        user: str = "anonymous",
-    ) -> list[Message]:
-        """`append` for code without an event loop.
-
-        The batch goes straight to the store on the caller's thread (the store is
-        thread-safe), skipping the event loop and the worker-thread hop: that hop
-        was most of a small append's cost, and a bulk batch spent a quarter of its
-        time waiting for it. A bulk batch then brings the tail up to date and
-        schedules its background summary, as `append` does.
-        """
-        if isinstance(messages, Message):
-            messages = [messages]
-        bulk = len(messages) >= self.compaction.summary_message_threshold
-        if bulk:
-            no_running_loop()
-        writes = self._writes
-        batch, views, tokens = writes.prepare(messages)
-        stored, written = writes.store_batch(conversation, batch, views, tokens, tenant, user)
-        self._keeper.grow(conversation, tenant, user, stored, views, tokens, written=written)
-        if bulk and len(stored) >= self.compaction.summary_message_threshold:
-            self._sync.run(self._summarise_if_due(conversation, tenant, user))
-        else:
-            self._index_later(conversation, tenant)
-        return stored
-
+    append_sync = sync_twin(append)
     import_sync = sync_twin(import_messages)
     build_sync = sync_twin(build)
     compact_sync = sync_twin(compact)
@@ -616,12 +463,17 @@ class Conversations:
 
     def close(self) -> None:
         """Let background jobs finish (up to 10 s), stop the background thread,
-        and close the store. Also at the end of a ``with`` or ``async with`` block."""
+        and close the backend. Also at the end of a ``with`` or ``async with`` block."""
         self._runner.close(10.0)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop here: the private one closes the backend
+            self._sync.run(self.backend.aclose())
+        else:  # called inside a loop: close the backend on a thread's own loop
+            closer = threading.Thread(target=asyncio.run, args=(self.backend.aclose(),))
+            closer.start()
+            closer.join()
         self._sync.close()
-        close = getattr(self.store, "close", None)
-        if callable(close):
-            close()
 
     async def aclose(self) -> None:
         """`close` without blocking the event loop."""

@@ -1,7 +1,7 @@
 """The one sync facade: coroutine methods run on a private event loop.
 
 `SyncLoop` is the loop a sync API runs its coroutines on (made on first use,
-one call at a time). `sync_twin` makes the ``*_sync`` method of a coroutine
+one call at a time; a store backend may run its calls inline on it: `inline_loop`). `sync_twin` makes the ``*_sync`` method of a coroutine
 method, and `sync_list` the ``*_sync`` of an async iterator method (as a list),
 so a class states its sync API in one line per method instead of copying each.
 Calling one inside a running event loop is a `UserError`: the async methods are
@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from .._errors import UserError
+from ..stores._inline import inline_loop
 
 __all__ = ["SyncLoop", "sync_list", "sync_twin"]
 
@@ -50,7 +51,8 @@ class SyncLoop:
         with self._lock:
             if self.loop is None or self.loop.is_closed():
                 self.loop = asyncio.new_event_loop()
-            return self.loop.run_until_complete(coro)
+            with inline_loop(self.loop):  # nothing else runs on it: store calls may block it
+                return self.loop.run_until_complete(coro)
 
     def is_running_here(self) -> bool:
         """Whether the running loop is this one (call from a coroutine)."""

@@ -2,7 +2,7 @@
 
 `TailKeeper` owns the `TailCache` of a `Conversations`. Every read or write of a
 conversation starts with `TailKeeper.tail`: one cheap query for the
-conversation's version (`Store.version`); a cached tail at that version is
+conversation's version (`ConversationLog.version`); a cached tail at that version is
 current, whatever any process wrote before; another catches up with what is new
 (O(new messages)) or is read afresh, as a new process would. Writes of this
 process add what they stored (`grow`) and adopt the summaries they saved
@@ -13,7 +13,6 @@ every tail at any moment changes no build.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -70,7 +69,7 @@ class TailKeeper:
         this has asked the store whose the conversation is now.
         """
         if tail.owner is None:
-            info = await self.c.db.get_conversation(conversation, tenant=tenant)
+            info = await self.c.backend.conversations.get_conversation(conversation, tenant=tenant)
             if info is not None:
                 with tail.lock:
                     tail.owner = info.user
@@ -80,7 +79,7 @@ class TailKeeper:
         """The conversation's tail, brought up to date with the store (O(new messages)).
 
         The cached tail is an accelerator keyed by the conversation's version
-        (`Store.version`, one cheap query): at the version it was last current at,
+        (`ConversationLog.version`, one cheap query): at the version it was last current at,
         nothing was written since, by this process or another, and it is returned
         as it is (its own writes keep it current: `Tail.follow`). Otherwise it
         catches up with what is new (messages, counts, a newer summary), or is read
@@ -89,10 +88,10 @@ class TailKeeper:
         """
         key = (tenant, conversation)
         tail = self.cache.get(key)
-        version = await self.c.db.version(conversation, tenant=tenant)
+        version = await self.c.backend.conversations.version(conversation, tenant=tenant)
         if tail is not None and tail.version == version:
             return tail
-        info = await self.c.db.get_conversation(conversation, tenant=tenant)
+        info = await self.c.backend.conversations.get_conversation(conversation, tenant=tenant)
         if tail is None:
             tail = Tail()
             if info is not None:
@@ -123,11 +122,11 @@ class TailKeeper:
                     tail.follow(written)
             return tail
         if info.last_seq > tail.last_seq:  # another writer's messages
-            new = await self.c.db.read(
+            new = await self.c.backend.conversations.read(
                 conversation, tenant=tenant, after_seq=tail.last_seq, upto_seq=info.last_seq
             )
             self.absorb(tail, new)
-        latest = await self.c.db.latest_summary(conversation, tenant=tenant)
+        latest = await self.c.backend.summaries.latest_summary(conversation, tenant=tenant)
         if latest is not None and (tail.summary is None or latest.version > tail.summary.version):
             self.apply_summary(tail, latest)
         with tail.lock:
@@ -148,14 +147,16 @@ class TailKeeper:
         """(Re)fill ``tail`` from the store: the summary, the newest messages after it, totals.
 
         Returns the version left by storing the counts of messages it found
-        uncounted (None if it stored none, or the store does not say).
+        uncounted (None if it stored none).
         """
-        summary = await self.c.db.latest_summary(conversation, tenant=tenant)
-        msgs = await self.c.db.read_tail(
+        summary = await self.c.backend.summaries.latest_summary(conversation, tenant=tenant)
+        msgs = await self.c.backend.conversations.read_tail(
             conversation, tenant=tenant, max_tokens=2 * self.c.window_tokens,
             after_seq=summary.upto_seq if summary else 0, counter=self.c.engine.count_key,
         )  # fmt: skip
-        users = await self.c.db.count_messages(conversation, tenant=tenant, role="user")
+        users = await self.c.backend.conversations.count_messages(
+            conversation, tenant=tenant, role="user"
+        )
         before = users - sum(1 for m in msgs if m.role == "user")
         covered = await self.covered_tokens(conversation, tenant, summary, info.token_total)
         # Filled apart and swapped in whole under the lock: a build or a background
@@ -170,9 +171,7 @@ class TailKeeper:
         written: int | None = None
         if absorbed:
             ms, vs, ns = zip(*absorbed, strict=True)
-            written = await self.c.db._run(
-                functools.partial(self.c._writes.store_counts, conversation, tenant, ms, vs, ns)
-            )
+            written = await self.c._writes.store_counts(conversation, tenant, ms, vs, ns)
             added = sum(ns)
         with tail.lock:
             newer = (
@@ -201,7 +200,7 @@ class TailKeeper:
         recorded = summary.meta.get("covered_tokens")
         if isinstance(recorded, int):
             return recorded
-        _, after = await self.c.db.token_total(
+        _, after = await self.c.backend.conversations.token_total(
             conversation, tenant=tenant, after_seq=summary.upto_seq
         )
         return max(0, total - after)

@@ -1,20 +1,18 @@
-"""The write path of stored conversations: prompt views, counts, and store calls.
+"""The write path of stored conversations: appends, imports, prompt views and counts.
 
 `Writes` turns messages into what is stored and what the prompt shows: tool
 results compressed for the prompt (`ToolResultCompressor`), their originals kept
-readable through read-back keys, each message's prompt cost counted once. Its
-store calls run on the calling thread (`Conversations` puts them on the store's
-worker, or inline under the sync API) and report the conversation's version that
-the write left, where the store says (see `Tail.follow`). A store's extra
-capabilities (``append_versioned``, ``set_message_tokens_with_readback``,
-``save_compaction_versioned``) are used where it has them; the plain `Store`
-methods otherwise.
+readable through read-back keys that the backend writes in the same transaction
+as the messages (`ConversationLog.append`: no second copy), each message's
+prompt cost counted once. Every write reports the conversation's version it
+left (`Written`), which the tail follows (`Tail.follow`). After a write it
+schedules what follows one: the background summary of a bulk write, or recall's
+indexing of the turn that ended (`index_later`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -22,7 +20,7 @@ from typing import TYPE_CHECKING
 from .._errors import InvalidMessageError
 from ..model._messages import Message
 from ..model._parts import ToolResultPart
-from ..stores import CompactionEntry, Summary
+from ..stores import CompactionEntry, Summary, Written
 from ..tokens._frame import count_message
 
 if TYPE_CHECKING:
@@ -40,6 +38,7 @@ class Writes:
 
     def __init__(self, conv: Conversations) -> None:
         self.c = conv
+        self._indexing: set[tuple[str, str]] = set()  # conversations with an index job pending
 
     def view(self, message: Message) -> tuple[Message, Sequence[Offload]]:
         """The prompt view of a message (tool results compressed) and what to offload."""
@@ -85,7 +84,7 @@ class Writes:
         counter, ov = self.c.engine.counter, self.c.engine.overhead
         return batch, views, [count_message(counter, v, ov) for v, _ in views]
 
-    def store_batch(
+    async def store_batch(
         self,
         conversation: str,
         batch: list[Message],
@@ -93,58 +92,25 @@ class Writes:
         tokens: list[int],
         tenant: str,
         user: str,
-    ) -> tuple[list[Message], int | None]:
-        """Store a prepared batch and its offloaded tool results, on the calling thread.
-
-        A store with ``append_versioned`` keeps the messages and their read-back
-        keys in one transaction, the keys referring to the stored tool results
-        (the store already keeps them verbatim: no second copy), and says which
-        version of the conversation that write left; another `Store` gets a plain
-        `Store.append` and the originals with `put_working`, one call each, after
-        the messages (the version is then not known: None).
-        """
-        counter = self.c.engine.count_key
-        store = self.c.store
+    ) -> Written[list[Message]]:
+        """Store a prepared batch, and the read-back keys of its offloaded tool results
+        (referring to the stored results: no second copy), in one transaction."""
         readback = [
             (i, call_id, key, ttl)
             for i, (_, offloads) in enumerate(views)
             for key, call_id, _, ttl in offloads
         ]
-        versioned = getattr(store, "append_versioned", None)
-        if versioned is not None:
-            stored, version = versioned(
-                conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter,
-                readback=readback,
-            )  # fmt: skip
-            return stored, version
-        stored = store.append(
-            conversation, batch, tenant=tenant, user=user, tokens=tokens, counter=counter
-        )
-        self.put_originals(conversation, tenant, views)
-        return stored, None
+        return await self.c.backend.conversations.append(
+            conversation, batch, tenant=tenant, user=user, tokens=tokens,
+            counter=self.c.engine.count_key, readback=readback,
+        )  # fmt: skip
 
-    def save_compaction(
+    async def save_compaction(
         self, summary: Summary, entry: CompactionEntry, tenant: str
-    ) -> tuple[Summary, int | None]:
-        """`Store.save_compaction` on the calling thread, and the version it left (if known)."""
-        versioned = getattr(self.c.store, "save_compaction_versioned", None)
-        if versioned is not None:
-            saved, _, version = versioned(summary, entry, tenant=tenant)
-            return saved, version
-        saved, _ = self.c.store.save_compaction(summary, entry, tenant=tenant)
-        return saved, None
-
-    def put_originals(
-        self, conversation: str, tenant: str, views: Sequence[tuple[Message, Sequence[Offload]]]
-    ) -> None:
-        """Offloaded tool results as working-memory copies: for a `Store` that cannot
-        keep read-back keys to its stored messages (one with ``append_versioned`` can)."""
-        for _, offloads in views:
-            for key, _, original, ttl in offloads:
-                self.c.store.put_working(
-                    conversation, key, original, tenant=tenant, ttl=ttl,
-                    meta={"kind": "tool_result"},
-                )  # fmt: skip
+    ) -> tuple[Summary, int]:
+        """A summary and its log entry in one transaction; the saved summary and the version left."""
+        saved = await self.c.backend.compactions.save_compaction(summary, entry, tenant=tenant)
+        return saved.value[0], saved.version
 
     def count_newest(
         self, messages: Sequence[Message]
@@ -171,44 +137,76 @@ class Writes:
         tokens.reverse()
         return first, views, tokens
 
-    def store_counts(
+    async def store_counts(
         self,
         conversation: str,
         tenant: str,
         messages: Sequence[Message],
         views: Sequence[tuple[Message, Sequence[Offload]]],
         tokens: Sequence[int],
-    ) -> int | None:
-        """Store counts (and read-back keys) for stored messages that lacked them, on the
-        calling thread; the version that left, if known."""
+    ) -> int:
+        """Store counts (and read-back keys) for stored messages that lacked them; the version left."""
         counts = {m.seq or 0: n for m, n in zip(messages, tokens, strict=True)}
         refs = [
             (m.seq or 0, call_id, key, ttl)
             for m, (_, offloads) in zip(messages, views, strict=True)
             for key, call_id, _, ttl in offloads
         ]
-        store, name = self.c.store, self.c.engine.count_key
-        with_readback = getattr(store, "set_message_tokens_with_readback", None)
-        if with_readback is not None:
-            version = with_readback(
-                conversation, tenant=tenant, counts=counts, counter=name, readback=refs
-            )
-            return version if isinstance(version, int) else None
-        store.set_message_tokens(conversation, tenant=tenant, counts=counts, counter=name)
-        self.put_originals(conversation, tenant, views)
-        return None
+        return await self.c.backend.conversations.set_message_tokens(
+            conversation, tenant=tenant, counts=counts, counter=self.c.engine.count_key,
+            readback=refs,
+        )  # fmt: skip
+
+    async def append(
+        self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str,
+        index_later: bool,
+    ) -> list[Message]:  # fmt: skip
+        """`Conversations.append`; ``index_later`` brings recall's turn index up to date
+        in the background (`index_later`): not for a build's own message, whose turn
+        is still being built."""
+        stored = await self.write(conversation, messages, tenant, user)
+        if len(stored) >= self.c.compaction.summary_message_threshold:
+            await self.c._compactor.summarise_if_due(conversation, tenant, user)
+        elif index_later:
+            self.index_later(conversation, tenant)
+        return stored
+
+    def index_later(self, conversation: str, tenant: str) -> None:
+        """Index the conversation's new turns for recall on the background thread.
+
+        An append that is not a build's own message (the assistant's reply, a tool
+        result) usually ends a turn: the conversation waits for the user. The turns
+        stored since recall last looked are indexed then, so that the next build
+        finds its index up to date instead of indexing them on its own time (about
+        a tenth of a default build at 10,000 messages). Only a conversation whose
+        index is in memory and at most a few turns behind is caught up (see
+        `RecallSource.catch_up`); one job per conversation is pending at a time.
+        A build that comes first indexes what is missing itself, as before.
+        """
+        recall = self.c._recall
+        key = (tenant, conversation)
+        if recall is None or key in self._indexing or not recall.has_index(conversation, tenant):
+            return
+        self._indexing.add(key)
+
+        async def job() -> None:
+            self._indexing.discard(key)  # an append from now on schedules another
+            tail = self.c._keeper.cache.get(key)
+            recent = tail.snapshot()[0] if tail is not None else []
+            await recall.catch_up(conversation, tenant, recent)
+
+        self.c._runner.submit(job())
 
     async def write(
         self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str
     ) -> list[Message]:
         """Prepare, store (one transaction) and add to the tail: one batch of an append."""
         batch, views, tokens = self.prepare(messages)
-        # one hop to the store's worker for the messages and their read-back keys
-        # (AsyncStore._run is what its own methods use)
-        stored, written = await self.c.db._run(
-            functools.partial(self.store_batch, conversation, batch, views, tokens, tenant, user)
+        written = await self.store_batch(conversation, batch, views, tokens, tenant, user)
+        stored = written.value
+        self.c._keeper.grow(
+            conversation, tenant, user, stored, views, tokens, written=written.version
         )
-        self.c._keeper.grow(conversation, tenant, user, stored, views, tokens, written=written)
         return stored
 
     async def write_uncounted(
@@ -216,12 +214,10 @@ class Writes:
     ) -> list[Message]:
         """Store a batch of a bulk import without counts or prompt views (see `settle`)."""
         batch, _, _ = self.prepare(messages, count=False)
-        return await self.c.db._run(
-            functools.partial(
-                self.c.store.append, conversation, batch, tenant=tenant, user=user,
-                tokens=None, counter="",
-            )
-        )  # fmt: skip
+        written = await self.c.backend.conversations.append(
+            conversation, batch, tenant=tenant, user=user, tokens=None, counter=""
+        )
+        return written.value
 
     async def settle(
         self, conversation: str, tenant: str, user: str, stored: list[Message]
@@ -247,16 +243,29 @@ class Writes:
         ]
         if pending:
             ms, vs, ns = zip(*pending, strict=True)
-            await self.c.db._run(
-                functools.partial(self.store_counts, conversation, tenant, ms, vs, ns)
-            )
+            await self.store_counts(conversation, tenant, ms, vs, ns)
         self.c._keeper.grow(conversation, tenant, user, stored, views, tokens, first)
+
+    async def import_messages(
+        self, conversation: str, messages: Iterable[Message], tenant: str, user: str,
+        batch_size: int, progress: Callable[[int], object] | None, optimize_index: bool,
+    ) -> list[Message]:  # fmt: skip
+        """`Conversations.import_messages`: the batches (`import_batches`), the index
+        optimised if asked, then the summary of what lies outside the window scheduled."""
+        stored = await self.import_batches(
+            conversation, messages, tenant, user, batch_size, progress
+        )
+        if stored and optimize_index:
+            await self.c.backend.search.optimize_index()
+        if stored:
+            await self.c._compactor.summarise_if_due(conversation, tenant, user)
+        return stored
 
     async def import_batches(
         self, conversation: str, messages: Iterable[Message], tenant: str, user: str,
         batch_size: int, progress: Callable[[int], object] | None,
     ) -> list[Message]:  # fmt: skip
-        """Store ``messages`` in batches of ``batch_size`` (`Conversations.import_messages`).
+        """Store ``messages`` in batches of ``batch_size``.
 
         One batch is counted and stored as an append would; more are stored
         uncounted, and the newest of them counted at the end (`settle`), also when

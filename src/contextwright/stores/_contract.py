@@ -10,7 +10,8 @@ backend can be read (and a test double written) one concern at a time:
 - `CompactionLog` — the log of compactions, and a summary saved with its entry.
 - `WorkingMemory` — short-lived values (offloaded tool results), with a TTL.
 - `Pins` — content pinned to a conversation.
-- `MessageSearch` — full-text search of a conversation's stored messages.
+- `MessageSearch` — full-text search of a conversation's stored messages, and
+  what recall asks of it (hits with the outlines around them, speaker names).
 
 Every method is ``async def`` and names the ``tenant``; a backend filters by it in
 the query itself, so the same conversation id in two tenants never mixes. The one
@@ -30,7 +31,8 @@ raises `InvalidMessageError` (`not_owner`); losing a race to save a summary rais
 `SummaryConflictError` (re-read, not a user error); backend failures raise
 `StoreError`.
 
-`Backend` bundles one implementation of each role with the backend's ``aclose``.
+`Backend` bundles one implementation of each role with the backend's ``aclose``
+and, if it has one, its durable job queue (`Jobs`: background summaries).
 The SQLite backend (`SQLiteBackend`) and the in-memory test double
 (`contextwright.testing.MemoryBackend`) provide all six roles from one object;
 `contextwright.testing` holds the contract suite every backend runs.
@@ -38,12 +40,13 @@ The SQLite backend (`SQLiteBackend`) and the in-memory test double
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..model._messages import Message
+from ._jobs import Jobs
 from ._records import (
     CompactionEntry,
     ConversationInfo,
@@ -340,6 +343,44 @@ class MessageSearch(Protocol):
         """`search` as (seq, score); ``roles=None``: every role but tool results."""
         ...
 
+    async def search_outlines(
+        self,
+        conversation: str,
+        query: str,
+        *,
+        tenant: str,
+        limit: int = 10,
+        before_seq: int | None = None,
+        match_budget: int | None = None,
+        around: int = 0,
+        known: Container[int] = (),
+    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
+        """The best ``limit`` messages for ``query`` as (seq, score), and the outlines around them.
+
+        Searches every role but tool results, below ``before_seq``, best first,
+        ties to the newer message; the query's terms are taken as given.
+        ``match_budget`` bounds the work: the terms are taken rarest first while
+        the messages holding them add up to at most that many (None: every term).
+        The second list holds the outlines, by seq, of the messages within
+        ``around`` sequence numbers of a hit (hits included) below ``before_seq``;
+        those whose seq is in ``known`` may be left out.
+        """
+        ...
+
+    async def speaker_names(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> list[str]:
+        """The distinct names of user and assistant messages in ``after_seq < seq <= upto_seq``, sorted."""
+        ...
+
+    async def optimize_index(self) -> None:
+        """Bring the search index up to date and compact it (after a bulk import).
+
+        Housekeeping across every tenant, as `WorkingMemory.collect_working`; a
+        backend that keeps no index does nothing.
+        """
+        ...
+
 
 class _AllRoles(
     ConversationLog, SummaryLog, CompactionLog, WorkingMemory, Pins, MessageSearch, Protocol
@@ -354,7 +395,9 @@ class Backend:
     """One implementation of each role, and how to close the backend.
 
     Use as ``async with backend:`` or call `aclose` (idempotent if the backend's
-    closer is). The roles may all be one object (`Backend.of`).
+    closer is). The roles may all be one object (`Backend.of`). ``jobs`` is the
+    backend's durable job queue, shared by every process that opens the same
+    store (None: the backend has none, and a caller keeps its own).
     """
 
     conversations: ConversationLog
@@ -364,11 +407,12 @@ class Backend:
     pins: Pins
     search: MessageSearch
     closer: Callable[[], Awaitable[None]]
+    jobs: Jobs | None = None
 
     @classmethod
-    def of(cls, impl: _AllRoles) -> Backend:
+    def of(cls, impl: _AllRoles, jobs: Jobs | None = None) -> Backend:
         """The backend whose every role is ``impl``, closed by ``impl.aclose``."""
-        return cls(impl, impl, impl, impl, impl, impl, impl.aclose)
+        return cls(impl, impl, impl, impl, impl, impl, impl.aclose, jobs)
 
     async def aclose(self) -> None:
         await self.closer()

@@ -5,6 +5,8 @@
 - `ManualClock`: a clock that moves only when told, for TTLs, leases and timestamps.
 - `StoreContract`: the behaviour every store backend must show, as test methods
   (``_store_contract.py``).
+- `ServiceContract`: what the stateful service asks beyond that (recall's
+  search, index housekeeping, the backend's job queue; ``_service_contract.py``).
 - `JobsContract`: the rules every durable job queue must keep (``_jobs_contract.py``).
 
 A backend's test module subclasses a suite and says how to open what it tests;
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 from ..stores.memory import MemoryBackend
 from ._jobs_contract import JobsContract
+from ._service_contract import ServiceContract
 from ._store_contract import StoreContract
 from ._support import ManualClock
 
-__all__ = ["JobsContract", "ManualClock", "MemoryBackend", "StoreContract"]
+__all__ = ["JobsContract", "ManualClock", "MemoryBackend", "ServiceContract", "StoreContract"]

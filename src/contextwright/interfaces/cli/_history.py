@@ -124,6 +124,12 @@ def _open(args: argparse.Namespace, budget: int = 8000, model: str | None = None
     return Conversations(engine, store, compaction=CompactionConfig.preset(args.preset))
 
 
+def _file(convs: Conversations) -> SQLiteStore:
+    """The `SQLiteStore` that `_open` opened ``convs`` on (read directly by the commands)."""
+    assert convs.store is not None  # `_open` always opens an SQLite file
+    return convs.store
+
+
 def _messages(path: Path) -> tuple[list[Message], str | None]:
     """The file's messages and the model it names (a saved request body's ``model``)."""
     conf = load_conversation(path)
@@ -155,9 +161,9 @@ def _new_messages(
     convs: Conversations, args: argparse.Namespace, messages: list[Message]
 ) -> list[Message]:
     """Those of ``messages`` not stored yet; refuses a file that differs from an earlier import."""
-    if convs.store.get_conversation(args.conversation, tenant=args.tenant) is None:
+    if _file(convs).get_conversation(args.conversation, tenant=args.tenant) is None:
         return messages
-    stored = {m.id for m in convs.store.read(args.conversation, tenant=args.tenant)}
+    stored = {m.id for m in _file(convs).read(args.conversation, tenant=args.tenant)}
     new = [m for m in messages if m.id not in stored]
     first_new = next((i for i, m in enumerate(messages) if m.id not in stored), len(messages))
     if any(m.id in stored for m in messages[first_new:]):
@@ -191,7 +197,7 @@ def _import(args: argparse.Namespace, out: Any) -> None:
                 args.conversation, new, tenant=args.tenant, user=args.user,
                 batch_size=BATCH, progress=lambda n: bar.advance(task, n), optimize_index=True,
             )  # fmt: skip
-        info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
+        info = _file(convs).get_conversation(args.conversation, tenant=args.tenant)
         result = {
             "conversation": args.conversation, "imported": len(stored),
             "skipped": len(messages) - len(new),
@@ -220,7 +226,7 @@ def _emit(payload: dict[str, Any], as_json: bool, out: Any) -> None:
 def _inspect(args: argparse.Namespace, out: Any) -> None:
     convs = _open(args, args.budget)
     try:
-        store = convs.store
+        store = _file(convs)
         info = store.get_conversation(args.conversation, tenant=args.tenant)
         if info is None:
             raise UserError(
@@ -319,7 +325,7 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
 
 def _acting_user(convs: Conversations, args: argparse.Namespace) -> str:
     """``--user``, else the stored conversation's owner; `UserError` if there is none."""
-    info = convs.store.get_conversation(args.conversation, tenant=args.tenant)
+    info = _file(convs).get_conversation(args.conversation, tenant=args.tenant)
     if info is None:
         raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
     return info.user if args.user is None else str(args.user)

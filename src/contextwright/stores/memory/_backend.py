@@ -24,6 +24,7 @@ from typing import Any
 from ..._errors import ConfigError, InvalidMessageError
 from ...model._messages import Message
 from .._contract import Backend, Readback, Written
+from .._jobs import MemoryJobs
 from .._records import ConversationInfo, MessageOutline
 from ..sqlite import _rows
 from ._roles import MemoryMessageSearch, MemoryPins, MemorySummaryLog, MemoryWorkingMemory
@@ -36,8 +37,8 @@ class MemoryBackend:
     """Every role of the store contract in process memory (see the module docstring).
 
     ``clock`` gives "now" in seconds since the epoch (timestamps, working-memory
-    expiry). `backend` gives it as a `Backend`; after `aclose` every call raises
-    `StoreError`.
+    expiry, and its job queue's leases). `backend` gives it as a `Backend`; after
+    `aclose` every call raises `StoreError`.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
@@ -47,14 +48,17 @@ class MemoryBackend:
         self.working = MemoryWorkingMemory(self.state)
         self.pins = MemoryPins(self.state)
         self.search = MemoryMessageSearch(self.state)
+        self.jobs = MemoryJobs(clock=clock)
 
     def __repr__(self) -> str:
         return repr(self.state)
 
     def backend(self) -> Backend:
-        """The roles as a `Backend` (the summary log is also the compaction log)."""
+        """The roles as a `Backend` (the summary log is also the compaction log), with its `MemoryJobs`."""
         s = self.summaries
-        return Backend(self.conversations, s, s, self.working, self.pins, self.search, self.aclose)
+        return Backend(
+            self.conversations, s, s, self.working, self.pins, self.search, self.aclose, self.jobs
+        )
 
     async def aclose(self) -> None:
         """Accept nothing more: later calls raise `StoreError` (idempotent)."""

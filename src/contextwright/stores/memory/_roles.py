@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +21,14 @@ from ...model._messages import ROLES
 from ...text._query import message_units as query_units
 from ...text._terms import INDEX_WORD as WORD
 from .._contract import Written
-from .._records import CompactionEntry, PinnedItem, SearchHit, Summary, WorkingItem
+from .._records import (
+    CompactionEntry,
+    MessageOutline,
+    PinnedItem,
+    SearchHit,
+    Summary,
+    WorkingItem,
+)
 from ..sqlite import _rows
 from ..sqlite._fts import index_text
 from ._state import (
@@ -29,12 +36,15 @@ from ._state import (
     MemoryState,
     Stored,
     Working,
+    outline,
     read_copy,
     stored_result,
     ttl_seconds,
 )
 
 __all__ = ["MemoryMessageSearch", "MemoryPins", "MemorySummaryLog", "MemoryWorkingMemory"]
+
+_NOT_TOOL = ("system", "developer", "user", "assistant")  # what search_outlines searches
 
 
 class MemorySummaryLog:
@@ -279,9 +289,54 @@ class MemoryMessageSearch:
         before_seq: int | None = None,
         roles: Sequence[str] | None = ("user", "assistant"),
     ) -> list[tuple[int, float]]:
-        wanted = ("system", "developer", "user", "assistant") if roles is None else roles
+        wanted = _NOT_TOOL if roles is None else roles
         found = self._search(conversation, query, tenant, limit, before_seq, wanted)
         return [(s.message.seq or 0, score) for s, score in found]
+
+    async def search_outlines(
+        self,
+        conversation: str,
+        query: str,
+        *,
+        tenant: str,
+        limit: int = 10,
+        before_seq: int | None = None,
+        match_budget: int | None = None,
+        around: int = 0,
+        known: Container[int] = (),
+    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
+        if isinstance(known, str) or not isinstance(known, Container):
+            raise InvalidMessageError("known", f"must hold sequence numbers, got {known!r}")
+        reach = _rows.count(around, "around")
+        budget = None if match_budget is None else _rows.count(match_budget, "match_budget")
+        found = self._search(conversation, query, tenant, limit, before_seq, _NOT_TOOL, budget)
+        hits = [(s.message.seq or 0, score) for s, score in found]
+        if not hits:
+            return hits, []
+        upto = None if before_seq is None else before_seq - 1
+        below = self.s.messages(conversation, tenant, 0, upto)
+        top = len(below)  # the last seq searched
+        wanted: set[int] = set()
+        for seq, _ in hits:
+            wanted.update(range(max(1, seq - reach), min(top, seq + reach) + 1))
+        return hits, [outline(below[q - 1]) for q in sorted(wanted) if q not in known]
+
+    async def speaker_names(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> list[str]:
+        return sorted(
+            {
+                s.message.name
+                for s in self.s.messages(conversation, tenant, after_seq, upto_seq)
+                if s.message.name is not None and s.message.role in ("user", "assistant")
+            }
+        )
+
+    async def optimize_index(self) -> None:
+        """Nothing to do (there is no index); refused once closed, as every call."""
+        with self.s.lock:
+            if self.s.closed:
+                raise StoreError(f"{self.s!r} is closed")
 
     def _search(
         self,
@@ -291,7 +346,10 @@ class MemoryMessageSearch:
         limit: int,
         before_seq: int | None,
         roles: Sequence[str],
+        budget: int | None = None,
     ) -> list[tuple[Stored, float]]:
+        """The best ``limit`` matches; with ``budget``, only the rarest terms whose
+        matches add up to at most that many (as the SQLite backend's ``match_budget``)."""
         n = _rows.count(limit, "limit")
         bad = [r for r in roles if r not in ROLES]
         if isinstance(roles, str) or bad:
@@ -313,9 +371,18 @@ class MemoryMessageSearch:
         def hit(i: int, kind: str, term: str) -> bool:
             return term in words[i] if kind == "word" else term in texts[i]
 
+        holding = [[i for i in range(len(pool)) if hit(i, kind, term)] for kind, term in units]
+        if budget is not None:  # rarest first, then the query's order
+            kept: set[int] = set()
+            spent = 0
+            for df, u in sorted((len(h), u) for u, h in enumerate(holding)):
+                if spent + df > budget:
+                    break
+                spent += df
+                kept.add(u)
+            holding = [h for u, h in enumerate(holding) if u in kept]
         scored = [0.0] * len(pool)
-        for kind, term in units:
-            having = [i for i in range(len(pool)) if hit(i, kind, term)]
+        for having in holding:
             weight = math.log(1 + len(pool) / len(having)) if having else 0.0
             for i in having:
                 scored[i] += weight

@@ -8,9 +8,10 @@ connection is only ever used from that thread. The event loop awaits a future
 meanwhile, so it never blocks on the database. A cancelled call still completes
 on the worker (a transaction is never abandoned half-way); only the awaiting stops.
 
-``inline`` lets a caller that drives a private event loop nothing else runs on
-(a sync facade) run each call at once on its own thread instead: blocking that
-loop blocks no one, and it saves a thread hop per call.
+On a private event loop of a sync facade (marked with `inline_loop`) each call
+runs at once on the caller's thread instead: blocking that loop blocks no one,
+and it saves a thread hop per call. The backend's job queue is an `SQLiteJobs`
+in the same file, its calls run the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from typing import Any, TypeVar
 from ..._errors import StoreError
 from ...model._messages import Message
 from .._contract import Backend, Readback, Written
+from .._inline import runs_inline
 from .._records import (
     CompactionEntry,
     ConversationInfo,
@@ -36,6 +38,7 @@ from .._records import (
     Summary,
     WorkingItem,
 )
+from ._jobs import SQLiteJobs
 from ._store import SQLiteStore
 
 __all__ = ["SQLiteBackend"]
@@ -57,12 +60,11 @@ class SQLiteBackend:
         *,
         clock: Callable[[], float] = time.time,
         busy_timeout: float = 5.0,
-        inline: Callable[[], bool] | None = None,
     ) -> None:
         if not isinstance(store, SQLiteStore):
             store = SQLiteStore(store, clock=clock, busy_timeout=busy_timeout)
         self.store = store
-        self._inline = inline
+        self.jobs = SQLiteJobs(store, clock=clock, run=self._run)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextwright-store")
         self._closed = False
 
@@ -70,14 +72,14 @@ class SQLiteBackend:
         return f"SQLiteBackend({self.store.path!r})"
 
     def backend(self) -> Backend:
-        """This object in every role of a `Backend`."""
-        return Backend.of(self)
+        """This object in every role of a `Backend`, with its `SQLiteJobs`."""
+        return Backend.of(self, self.jobs)
 
     async def _run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         call = functools.partial(fn, *args, **kwargs)
-        if self._inline is not None and self._inline():
+        if runs_inline():
             return call()
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
@@ -317,6 +319,34 @@ class SQLiteBackend:
             self.store.search_seqs, conversation, query, tenant=tenant, limit=limit,
             before_seq=before_seq, roles=roles,
         )  # fmt: skip
+
+    async def search_outlines(
+        self,
+        conversation: str,
+        query: str,
+        *,
+        tenant: str,
+        limit: int = 10,
+        before_seq: int | None = None,
+        match_budget: int | None = None,
+        around: int = 0,
+        known: Container[int] = (),
+    ) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
+        return await self._run(
+            self.store.search_outlines, conversation, query, tenant=tenant, limit=limit,
+            before_seq=before_seq, match_budget=match_budget, around=around, known=known,
+        )  # fmt: skip
+
+    async def speaker_names(
+        self, conversation: str, *, tenant: str, after_seq: int = 0, upto_seq: int | None = None
+    ) -> list[str]:
+        return await self._run(
+            self.store.speaker_names, conversation, tenant=tenant, after_seq=after_seq,
+            upto_seq=upto_seq,
+        )  # fmt: skip
+
+    async def optimize_index(self) -> None:
+        await self._run(self.store.optimize_search_index)
 
     # -- lifetime --------------------------------------------------------------------------------
 

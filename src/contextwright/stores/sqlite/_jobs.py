@@ -71,7 +71,7 @@ class SQLiteJobs:
         return await asyncio.to_thread(call)
 
     def _tx(self, write: bool) -> Any:
-        return self.store._tx(write, _rows.EVERY_TENANT, content=False)
+        return self.store._tx(write, _rows.EVERY_TENANT)
 
     # -- the sync bodies (one transaction each) --------------------------------------
 

@@ -289,7 +289,6 @@ class SQLiteMemoryStore(WorkerStore):
                         (when, json.dumps(mids)),
                     )
                     conn.execute("COMMIT")
-                    self.db._writes += 1  # a write of the store's own (see change_token)
                 except sqlite3.Error:
                     conn.rollback()
             except sqlite3.Error:  # busy: another writer has the lock; the statistics can wait

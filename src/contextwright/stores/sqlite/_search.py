@@ -103,7 +103,7 @@ def indexed(
     cid, done, last = row
     need = last if before_seq is None else min(last, before_seq - 1)
     if done < need:
-        with self._tx(True, tenant, content=False) as conn:
+        with self._tx(True, tenant) as conn:
             index_pending(conn, cid)
     return int(cid)
 
@@ -203,7 +203,7 @@ def search_outlines(
             cid, done, last = row
             if done >= (last if upper is None else min(last, upper - 1)):
                 return fts_search_outlines(conn, cid, units, upper, n, budget, reach, known)
-        with self._tx(True, tenant, content=False) as conn:
+        with self._tx(True, tenant) as conn:
             index_pending(conn, cid)
 
 

@@ -93,8 +93,6 @@ class SQLiteStore:
         self.clock = clock
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
-        self._writes = 0  # write transactions committed through this store (see change_token)
-        self._last_write = threading.local()
         try:
             conn = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
@@ -128,15 +126,8 @@ class SQLiteStore:
     # -- plumbing -------------------------------------------------------------------
 
     @contextmanager
-    def _tx(
-        self, write: bool, tenant: object, *, content: bool = True
-    ) -> Iterator[sqlite3.Connection]:
-        """One transaction (see the module docstring); sqlite3 errors become `StoreError`.
-
-        ``content=False`` marks a write that changes no conversation's content (the
-        full-text index catching up, the job queue): it leaves `change_token` as it
-        was, so caches of conversations stay current.
-        """
+    def _tx(self, write: bool, tenant: object) -> Iterator[sqlite3.Connection]:
+        """One transaction (see the module docstring); sqlite3 errors become `StoreError`."""
         if tenant is not _rows.EVERY_TENANT:
             _rows.name(tenant, "tenant")
         with self._lock:
@@ -145,18 +136,9 @@ class SQLiteStore:
                 raise StoreError(f"the store at {self.path} is closed")
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                if write:
-                    # Holding the write lock: no other connection can commit until we
-                    # do, and our own commit leaves data_version as it is.
-                    (version,) = conn.execute("PRAGMA data_version").fetchone()
                 try:
                     yield conn
                     conn.execute("COMMIT")
-                    if write and content:
-                        self._writes += 1
-                        self._last_write.tokens = (
-                            (version, self._writes - 1), (version, self._writes)
-                        )  # fmt: skip
                     if write and self._checkpointer is not None:
                         self._checkpointer.committed()
                 except BaseException:
@@ -173,35 +155,6 @@ class SQLiteStore:
                 raise InvalidMessageError(
                     "text", f"holds a character UTF-8 cannot encode ({exc.reason})"
                 ) from None
-
-    def change_token(self) -> tuple[int, int]:
-        """A value that changes whenever anything is committed to the database.
-
-        SQLite's ``data_version`` (which moves when another connection, in this
-        process or another, commits) and the count of this store's own write
-        transactions. Equal tokens mean nothing was written in between, so a
-        cache of what was read before the first one is still current: it is how
-        a `Conversations` tail skips asking for the conversation on every build.
-        """
-        with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise StoreError(f"the store at {self.path} is closed")
-            try:
-                (version,) = conn.execute("PRAGMA data_version").fetchone()
-            except sqlite3.Error as exc:
-                raise StoreError(f"could not read from the store at {self.path}: {exc}") from exc
-            return version, self._writes
-
-    def last_write_tokens(self) -> tuple[tuple[int, int], tuple[int, int]] | None:
-        """``(before, after)`` change tokens of the last write this thread committed.
-
-        ``before`` is the token just before that write (what any other write
-        committed earlier left), ``after`` the token right after it. A cache that
-        was current at ``before`` and takes in exactly that write is current at
-        ``after``. None if this thread has committed nothing.
-        """
-        return getattr(self._last_write, "tokens", None)
 
     def version(self, conversation: str, *, tenant: str) -> int:
         """The conversation's version (0 if the tenant has no such conversation).
