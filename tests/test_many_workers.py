@@ -64,6 +64,11 @@ def work(
                 if seen is None or seen < known:
                     problems.append(f"build {builds}: read up to seq {seen}, {known} was committed")
                     continue
+                seqs = [m.seq for m in built.messages if m.seq is not None]
+                if seqs != sorted(set(seqs)) or (seqs and seqs[-1] - seqs[0] + 1 != len(seqs)):
+                    # the window is a run of stored messages: each once, none skipped
+                    problems.append(f"build {builds}: the window's seqs are not one run: {seqs}")
+                    continue
                 (wanted,) = store.read(CID, tenant=TENANT, after_seq=known - 1, upto_seq=known)
                 shown = "\n".join(m.text for m in built.messages)
                 if wanted.text in shown:

@@ -174,6 +174,10 @@ class TailKeeper:
             written = await self.c._writes.store_counts(conversation, tenant, ms, vs, ns)
             added = sum(ns)
         with tail.lock:
+            if tail.last_seq > max(fresh.last_seq, info.last_seq):
+                # A catch-up on another thread took the tail past what this read
+                # saw: keep the newer contents (a build may be reading them).
+                return written
             newer = (
                 tail.summary
                 if tail.summary and summary and tail.summary.version > summary.version
