@@ -13,12 +13,14 @@ turn's opening user message before them: verbatim when it fits, else a short
 placeholder quoting its start (`opener_placeholder`). Only when not even the
 placeholder fits beside a unit is that unit left out.
 
-Between builds of a growing conversation the walk is remembered (`WindowMemo`):
-the units it measured, newest first. The next build walks only the messages
-appended since and then reuses the remembered units, checked by identity, as far
-as its allowance reaches — so a build measures what is new, not the whole window
-again. Anything that does not line up (an edited or reordered history, a tool
-result completing the last remembered call) makes it walk afresh.
+Between builds of a growing conversation the walk is remembered (`WindowMemo`,
+in ``_window_memo``): the units it measured, with running sums of their costs. The
+next build measures only the units appended since, adds them at the newest end
+and finds the window's oldest unit by bisecting the sums, so its cost does not
+grow with the number of units the window holds. When the history does not line
+up (edited, reordered, its oldest messages gone, a tool result completing the
+last remembered call) or the allowance reaches past the remembered walk, it
+walks again, reusing the remembered units that still match by identity.
 
 A message longer than ``max_message_tokens`` is shortened in the prompt only, with a
 marker (docs/design-notes.md, History window and long content): text keeps its head,
@@ -42,6 +44,7 @@ from ..model._units import Unit, iter_units_backwards
 from ..tokens._count import TokenCounter
 from ..tokens._frame import DEFAULT_OVERHEAD, MessageOverhead, count_message
 from ._shorten import ShortenCache, opener_placeholder, shorten_message, turn_opener
+from ._window_memo import Quick, Run, Step, WindowMemo, measure
 
 __all__ = ["WindowMemo", "WindowResult", "narrow_window", "select_window"]
 
@@ -58,13 +61,15 @@ class WindowResult:
     broken: list[tuple[Unit, str]] = field(default_factory=list)
     stopped: str = "start of history"
     considered_end: int = 0  # the window stopped after looking at history[considered_end:]
-    taken: list[_Step] = field(default_factory=list, repr=False)  # newest first, before trimming
+    taken: list[Step] = field(default_factory=list, repr=False)  # newest first, before trimming
     squeezed: bool = False  # the newest unit was shortened to fit
     # the user message put first because the window starts inside a turn: the
     # turn's opening message (verbatim) or its placeholder; also messages[0]
     opener: Message | None = None
     opener_verbatim: bool = False
     next_cost: int | None = None  # cost of the newest unit left out, when measured
+    # ``taken`` as a range of the memo's running sums, when a build derived it from them
+    run: Run | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,82 +100,6 @@ class _Ctx:
         return out
 
 
-def _unit_messages(
-    history: Sequence[Message],
-    unit: Unit,
-    counter: TokenCounter,
-    overhead: MessageOverhead,
-    max_message_tokens: int | None,
-    cache: ShortenCache | None,
-) -> tuple[list[Message], int, int]:
-    msgs: list[Message] = []
-    cost = 0
-    shortened = 0
-    for i in range(unit.start, unit.end):
-        m = history[i]
-        c = count_message(counter, m, overhead)
-        if max_message_tokens is not None and c > max_message_tokens:
-            m = shorten_message(m, max_message_tokens, counter, overhead, cache)
-            shortened += 1
-            c = count_message(counter, m, overhead)
-        msgs.append(m)
-        cost += c
-    return msgs, cost, shortened
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    """One unit as a walk measured it (``messages`` shortened where too long); also a taken one."""
-
-    unit: Unit
-    messages: list[Message]
-    cost: int
-    shortened: int
-    originals: tuple[Message, ...]  # history[unit.start:unit.end], to check a reuse by identity
-
-
-class WindowMemo:
-    """The units the last walk over one history measured, for the next build to reuse.
-
-    Keep one per conversation (the engine keys them by namespace). The saved
-    state is replaced in one assignment, so a concurrent build sees the old walk
-    or the new one, never half of each.
-    """
-
-    def __init__(self) -> None:
-        # (settings key, history length, its last message, steps newest first,
-        # the walk's ``stop``)
-        self._state: tuple[Any, int, Message, list[_Step], int] | None = None
-
-    def _reusable(
-        self, history: Sequence[Message], key: Any, stop: int
-    ) -> tuple[int, list[_Step], int] | None:
-        """(offset of the old indices in ``history``, old steps, new messages' start) or None."""
-        state = self._state
-        if state is None or state[0] != key:
-            return None
-        _, n, last, steps, old_stop = state
-        # the history grew at the end (and may have lost its oldest messages)
-        for back in range(min(len(history), 16)):
-            i = len(history) - 1 - back
-            if history[i] is last:
-                offset = i - (n - 1)
-                if i + 1 < len(history) and history[i + 1].role == "tool":
-                    return None  # new results complete the last remembered unit
-                if steps and steps[0].unit.start + offset < stop:
-                    return None
-                if old_stop and steps and steps[-1].unit.start == old_stop:
-                    # the walk's ``stop`` may have cut this unit short (orphaned
-                    # results before it): measure it again
-                    steps = steps[:-1]
-                return offset, steps, i + 1
-        return None
-
-    def save(self, key: Any, history: Sequence[Message], steps: list[_Step], stop: int) -> None:
-        if history:
-            self._state = (key, len(history), history[-1], steps, stop)
-
-
 def _steps(
     history: Sequence[Message],
     stop: int,
@@ -179,14 +108,14 @@ def _steps(
     max_message_tokens: int | None,
     cache: ShortenCache | None,
     memo: WindowMemo | None,
-    out: list[_Step],
-) -> Iterator[_Step]:
+    out: list[Step],
+) -> Iterator[Step]:
     """The units of ``history[stop:]``, newest first, measured; each also appended to ``out``.
 
     Reuses ``memo``'s steps after walking the messages appended since its walk.
     """
     key = (id(counter), overhead, max_message_tokens)
-    reuse = memo._reusable(history, key, stop) if memo is not None else None
+    reuse = memo.reusable(history, key, stop) if memo is not None else None
     end = len(history)
     if reuse is not None:
         offset, old, fresh_from = reuse
@@ -194,7 +123,7 @@ def _steps(
             old = []  # nothing before ``stop`` is walked
         fresh_from = max(fresh_from, stop)
         for unit in iter_units_backwards(history, fresh_from, end):
-            step = _measure(history, unit, counter, overhead, max_message_tokens, cache)
+            step = measure(history, unit, counter, overhead, max_message_tokens, cache)
             out.append(step)
             yield step
         end = fresh_from
@@ -204,7 +133,7 @@ def _steps(
                 break
             if not all(map(is_, history[start:stop_at], step.originals)):
                 break
-            moved = step if not offset else _Step(
+            moved = step if not offset else Step(
                 Unit(start, stop_at, step.unit.kind), step.messages, step.cost, step.shortened,
                 step.originals,
             )  # fmt: skip
@@ -212,26 +141,9 @@ def _steps(
             yield moved
             end = start
     for unit in iter_units_backwards(history, stop, end):
-        step = _measure(history, unit, counter, overhead, max_message_tokens, cache)
+        step = measure(history, unit, counter, overhead, max_message_tokens, cache)
         out.append(step)
         yield step
-
-
-def _measure(
-    history: Sequence[Message],
-    unit: Unit,
-    counter: TokenCounter,
-    overhead: MessageOverhead,
-    max_message_tokens: int | None,
-    cache: ShortenCache | None,
-) -> _Step:
-    originals = tuple(history[unit.start : unit.end])
-    if not unit.ok:
-        return _Step(unit, [], 0, 0, originals)
-    msgs, cost, shortened = _unit_messages(
-        history, unit, counter, overhead, max_message_tokens, cache
-    )
-    return _Step(unit, msgs, cost, shortened, originals)
 
 
 def select_window(
@@ -277,10 +189,17 @@ def _select(
     cache: ShortenCache | None,
     memo: WindowMemo | None,
 ) -> WindowResult:
-    result = WindowResult(start=len(history), considered_end=len(history))
     ctx = _Ctx(history, counter, overhead, max_message_tokens, cache, stop)
+    key = (id(counter), overhead, max_message_tokens)
+    if memo is not None and max_units is None:
+        quick = memo.quick(
+            history, allowance, key, stop, counter, overhead, max_message_tokens, cache
+        )
+        if quick is not None:
+            return _finish(_from_run(quick, len(history)), quick.run.count, ctx, allowance)
+    result = WindowResult(start=len(history), considered_end=len(history))
     remaining = allowance
-    seen: list[_Step] = []
+    seen: list[Step] = []
     walk = _steps(history, stop, counter, overhead, max_message_tokens, cache, memo, seen)
     for step in walk:
         unit = step.unit
@@ -316,11 +235,23 @@ def _select(
         result.taken.append(step)  # the measured step itself: nothing is copied per build
         remaining -= step.cost
     if memo is not None:
-        memo.save((id(counter), overhead, max_message_tokens), history, seen, stop)
+        memo.save(key, history, seen, stop)
     return _finish(result, len(result.taken), ctx, allowance)
 
 
-def _squeeze(step: _Step, room: int, ctx: _Ctx) -> _Step:
+def _from_run(quick: Quick, size: int) -> WindowResult:
+    """The walk's result (before `_finish`) that a remembered run stands for."""
+    run, stopper = quick.run, quick.stopper
+    taken = run.chain.steps[run.top - run.count : run.top][::-1]
+    if stopper is None:
+        return WindowResult(start=size, considered_end=taken[-1].unit.start, taken=taken, run=run)
+    return WindowResult(
+        start=size, stopped="budget", considered_end=stopper.unit.end, taken=taken,
+        next_cost=stopper.cost, run=run,
+    )  # fmt: skip
+
+
+def _squeeze(step: Step, room: int, ctx: _Ctx) -> Step:
     """``step`` with its long parts shortened so that it costs about ``room`` at most.
 
     The room is shared evenly between the unit's messages; a message already
@@ -337,13 +268,14 @@ def _squeeze(step: _Step, room: int, ctx: _Ctx) -> _Step:
             break
         target -= cost - room
     shortened = sum(1 for m in msgs if "shortened_from" in m.metadata)
-    return _Step(step.unit, msgs, cost, shortened, step.originals)
+    return Step(step.unit, msgs, cost, shortened, step.originals)
 
 
 def _finish(result: WindowResult, keep: int, ctx: _Ctx, allowance: int) -> WindowResult:
     """Fill in the kept messages and totals from the first ``keep`` taken units."""
     chunks = result.taken[:keep]
-    total = sum(c.cost for c in chunks)
+    run = result.run
+    total = run.cost(keep) if run is not None else sum(c.cost for c in chunks)
     opener: tuple[Message, int, bool] | None = None
     if result.stopped != "start of history":
         # A cut window starts with a user message: an answer without its question
@@ -366,12 +298,18 @@ def _finish(result: WindowResult, keep: int, ctx: _Ctx, allowance: int) -> Windo
                     opener = next((o for o in choices if short.cost + o[1] <= allowance), None)
                     if opener is not None:
                         chunks, total, result.squeezed = [short], short.cost, True
+                        run = None
                         break
             total -= chunks[-1].cost
             chunks = chunks[:-1]
     if len(chunks) < len(result.taken):
         result.next_cost = result.taken[len(chunks)].cost
-    result.messages = [m for chunk in reversed(chunks) for m in chunk.messages]
+    if run is not None:
+        result.messages = run.messages(len(chunks))
+        result.shortened = run.shortened(len(chunks))
+    else:
+        result.messages = [m for chunk in reversed(chunks) for m in chunk.messages]
+        result.shortened = sum(c.shortened for c in chunks)
     result.opener, result.opener_verbatim = None, False
     if opener is not None:
         result.messages.insert(0, opener[0])
@@ -379,7 +317,6 @@ def _finish(result: WindowResult, keep: int, ctx: _Ctx, allowance: int) -> Windo
         total += opener[1]
     result.tokens = total
     result.units = len(chunks)
-    result.shortened = sum(c.shortened for c in chunks)
     result.start = chunks[-1].unit.start if chunks else result.considered_end
     return result
 
@@ -406,12 +343,16 @@ def narrow_window(
     )  # fmt: skip
     if probe.squeezed:
         return select_window(history, allowance, counter, **kw)
-    keep, total = 0, 0
-    for chunk in probe.taken:
-        if total + chunk.cost > allowance:
-            break
-        total += chunk.cost
-        keep += 1
+    run = probe.run
+    if run is not None:
+        keep = run.fit(allowance)
+    else:
+        keep, total = 0, 0
+        for chunk in probe.taken:
+            if total + chunk.cost > allowance:
+                break
+            total += chunk.cost
+            keep += 1
     if keep == len(probe.taken) and probe.stopped != "budget":
         return probe
     if keep == 0 and probe.taken and allowance > 0:
@@ -426,5 +367,6 @@ def narrow_window(
         if keep < len(probe.taken)
         else probe.considered_end,
         next_cost=probe.next_cost,
+        run=run,
     )
     return _finish(narrowed, keep, ctx, allowance)

@@ -41,6 +41,8 @@ def assemble(
     tail_in += [d for d in lay.tail_fit if d.status != "dropped"]
     window = list(lay.window.messages)
 
+    at = [0, 0]  # where compose put the window: out[at[0]:at[1]]
+
     def compose() -> list[Message]:
         out: list[Message] = []
         sys_parts = [engine.system_prompt] if engine.system_prompt else []
@@ -52,7 +54,9 @@ def assemble(
         if lay.summary_text:
             out.append(Message.system(lay.summary_text))
             lay.breakpoints.append(len(out) - 1)
+        at[0] = len(out)
         out.extend(window)
+        at[1] = len(out)
         if window:
             lay.breakpoints.append(len(out) - 1)
         context: Message | None = None
@@ -81,11 +85,14 @@ def assemble(
 
     # The window's messages are counted already (and cached); only the few
     # composed messages around them need a count.
+    # Only the messages around the window are looked at (a message of the window
+    # met again there, by identity, is not counted twice).
     window_tokens = lay.window.tokens
-    window_ids = {id(m) for m in window}
+    window_ids = set(map(id, window))
 
     def total_of(messages: list[Message]) -> int:
-        others = sum(count_message(counter, m, ov) for m in messages if id(m) not in window_ids)
+        around = messages[: at[0]] + messages[at[1] :]
+        others = sum(count_message(counter, m, ov) for m in around if id(m) not in window_ids)
         return ov.reply_priming + window_tokens + others
 
     messages = compose()
