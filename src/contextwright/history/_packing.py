@@ -14,6 +14,9 @@ allowance and writes the block:
   six tokens once per day instead of on every turn. Within a day the turns keep
   their order; the days come most relevant first, so that if the engine has to
   cut the block (from the end), the least relevant day goes.
+- **Turns kept apart.** The block (`RecalledTurns`) keeps the turns it shows,
+  so that the engine can leave out one the history window holds after all
+  (`RecalledTurns.without`): recall is fetched before the window is decided.
 - **Counted exactly.** Every line is counted once with its line break and
   cached on the turn, the packed block is counted once as a whole, and turns are
   added (the estimate was high) or dropped (it was low) to match (`pack`).
@@ -21,16 +24,53 @@ allowance and writes the block:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+from typing import Any
 
 from ..budget._fit import JOIN_TOKENS
 from ..model._blocks import Block, escape_content, render_block
 from ..tokens._count import TokenCounter
 from ._turns import IndexedTurn, TurnIndex
 
-__all__ = ["SMALLEST_LINE", "CostMemo", "Packing", "pack"]
+__all__ = ["SMALLEST_LINE", "CostMemo", "Packing", "RecalledTurns", "pack"]
 
 SMALLEST_LINE = 4  # "x: y" and its line break
+
+
+@dataclass(frozen=True, slots=True)
+class RecalledTurns(Block):
+    """A block of recalled turns that knows them (best first), to leave some out."""
+
+    turns: tuple[IndexedTurn, ...] = ()
+    header: str = ""
+
+    @property
+    def seqs(self) -> list[int]:
+        """The sequence numbers of the turns shown."""
+        return [t.seq for t in self.turns]
+
+    def without(self, seqs: Container[int]) -> RecalledTurns | None:
+        """This block without the turns numbered in ``seqs``; None if none is left."""
+        keep = [t for t in self.turns if t.seq not in seqs]
+        if len(keep) == len(self.turns):
+            return self
+        return _recalled(self.name, self.header, keep, self.priority) if keep else None
+
+    def with_content(self, content: str, **changes: Any) -> Block:
+        """A plain `Block`: new content no longer matches the turns."""
+        values = {f: getattr(self, f) for f in Block.__dataclass_fields__}
+        values.update(content=content, tokens=None)
+        values.update(changes)
+        return Block(**values)
+
+
+def _recalled(name: str, header: str, turns: list[IndexedTurn], priority: int) -> RecalledTurns:
+    seqs = ",".join(str(t.seq) for t in turns)
+    return RecalledTurns(
+        name, _render(header, turns), priority, provenance=f"store:{seqs}", turns=tuple(turns),
+        header=header,
+    )  # fmt: skip
 
 
 class CostMemo:
@@ -131,9 +171,8 @@ class Packing:
         self.next = len(self.ranked)  # what was dropped must not come back
         self.rest = None
 
-    def block(self, name: str, header: str, priority: int) -> Block:
-        seqs = ",".join(str(t.seq) for t in self.taken)
-        return Block(name, _render(header, self.taken), priority, provenance=f"store:{seqs}")
+    def block(self, name: str, header: str, priority: int) -> RecalledTurns:
+        return _recalled(name, header, self.taken, priority)
 
 
 def _line(t: IndexedTurn) -> str:

@@ -2,8 +2,8 @@
 
 Once a turn has left the window it survives in the prompt only through the
 summary, which keeps the gist and loses the wording. `RecallSource` ranks the
-conversation's stored turns that are older than the history the window draws
-from (`TurnRanker`: the store's full-text search — FTS5 BM25 on SQLite —, spread
+conversation's stored turns that are older than the history window
+(`TurnRanker`: the store's full-text search — FTS5 BM25 on SQLite —, spread
 to neighbouring turns, optional vectors, speaker and date priors — see
 ``_rank.py``) and packs the best into one block that fits its token allowance
 (``_packing.py``: greedy by rank, one date line per day, counted exactly).
@@ -13,6 +13,11 @@ caller gives recall most of the budget (`MEMORY_QA_SHARES`). With a ``counter``
 (give it the engine's: its caching counter then serves the engine's own count
 of the block) packing is exact; the allowance is net of the frame the engine
 puts around dynamic blocks. Without a counter a conservative heuristic stands in.
+
+The window is decided after the sources are fetched, so recall searches below
+the engine's estimate of where it will start (`Turn.window_start`; without one,
+below the history given), and the engine leaves out a recalled turn that the
+final window holds after all (`RecalledTurns.without`).
 
 Where the turns come from depends on what is ranked:
 
@@ -302,7 +307,7 @@ class RecallSource(SourceBase):
     async def fetch(self, turn: Turn, allowance: int) -> FetchResult:
         if self.store is None or not turn.query.strip():
             return None
-        oldest = next((m.seq for m in turn.history if m.seq is not None), None)
+        oldest = _window_start(turn)
         if oldest is not None and oldest <= 1:
             return None  # the window reaches the first message: nothing older
         if not self._whole():
@@ -496,6 +501,14 @@ class RecallSource(SourceBase):
 
 
 _HEURISTIC = HeuristicCounter()
+
+
+def _window_start(turn: Turn) -> int | None:
+    """The sequence number recall searches below: where the window is expected to
+    start, else the history's first stored message (None: no sequence numbers)."""
+    if turn.window_start is not None:
+        return turn.window_start
+    return next((m.seq for m in turn.history if m.seq is not None), None)
 
 
 # With a turn limit, candidates ranked in full order at first, per turn shown (the

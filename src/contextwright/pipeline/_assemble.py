@@ -4,6 +4,10 @@ Static prefix → summary → history → dynamic tail → current message → g
 restatement. The final count is taken on the assembled messages themselves; if
 token merges at the seams push it over the budget, the oldest history unit or the
 least important block goes until it fits.
+
+Recall is fetched before the window is decided, on an estimate of where it
+starts: a recalled turn that the final window holds is left out of its block
+first (`leave_out_recalled`), so that no message is in the prompt twice.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from .._errors import BudgetError
 from ..budget._budget import Budget
-from ..budget._fit import JOIN, Decision
+from ..budget._fit import JOIN, Candidate, Decision, render_cost, truncate_block
+from ..history._packing import RecalledTurns
 from ..model._messages import Message
 from ..sources._templates import turn_context
 from ..tokens._frame import count_message
@@ -23,7 +28,7 @@ from ._receipt import BlockReport, ContextReport, SectionReport, Status
 if TYPE_CHECKING:
     from ._engine import ContextEngine
 
-__all__ = ["assemble", "warn_dropped", "write_receipt"]
+__all__ = ["assemble", "leave_out_recalled", "warn_dropped", "write_receipt"]
 
 
 def assemble(
@@ -36,6 +41,7 @@ def assemble(
 ) -> list[Message]:
     """Put the pieces in cache-stable order; recount exactly and repair if over."""
     counter, ov = engine.counter, engine.overhead
+    leave_out_recalled(engine, lay, current, report)
     static_in = [d for d in lay.static_fit if d.status != "dropped"]
     tail_in = [Decision(c, "included", c.text, c.tokens, "protected (P0)") for c in lay.tail_p0]
     tail_in += [d for d in lay.tail_fit if d.status != "dropped"]
@@ -136,6 +142,63 @@ def assemble(
     lay.window_tokens = window_tokens
     report.used = total
     return messages
+
+
+def leave_out_recalled(
+    engine: ContextEngine, lay: Layout, current: Message, report: ContextReport
+) -> None:
+    """Take the turns the prompt holds already out of the recalled blocks.
+
+    A block left empty is dropped; the others are rendered and counted again
+    (cut again to what they were cut to, if need be). The receipt says so.
+    """
+    blocks = [c.block for c in lay.tail_p0] + [d.candidate.block for d in lay.tail_fit]
+    if not any(isinstance(b, RecalledTurns) for b in blocks):
+        return
+    shown = {m.seq for m in lay.window.messages if m.seq is not None}
+    if lay.step is not None:
+        shown.update(m.seq for m in lay.step.messages if m.seq is not None)
+    if current.seq is not None:
+        shown.add(current.seq)
+    if not shown:
+        return
+    counter = engine.counter
+    p0: list[Candidate] = []
+    for c in lay.tail_p0:
+        b = c.block
+        less = b.without(shown) if isinstance(b, RecalledTurns) else b
+        if less is b:
+            p0.append(c)
+        elif less is not None:  # protected: kept whole, counted again
+            p0.append(Candidate(less, c.source, *render_cost(less, counter), c.cached,
+                                c.fetch_ms, c.order))  # fmt: skip
+        else:
+            report.blocks.append(BlockReport(
+                b.name, c.source, "retrieved", b.priority, "dropped", 0,
+                "every recalled turn is in the history window", c.cached, None, c.fetch_ms,
+            ))  # fmt: skip
+    lay.tail_p0 = p0
+    for d in lay.tail_fit:
+        b = d.candidate.block
+        if d.status == "dropped" or not isinstance(b, RecalledTurns):
+            continue
+        less = b.without(shown)
+        if less is b:
+            continue
+        gone = len(b.turns) - (len(less.turns) if less is not None else 0)
+        why = f"{gone} recalled turn(s) left out: the history window holds them"
+        fitted = None
+        if less is not None:
+            fitted = render_cost(less, counter)
+            if fitted[1] <= d.tokens:
+                d.status = "included"
+            else:  # it was cut: cut it as far again
+                fitted = truncate_block(less, d.tokens, counter)
+        if fitted is None:
+            d.status, d.text, d.tokens, d.reason = "dropped", "", 0, why
+        else:
+            d.text, d.tokens = fitted
+            d.reason = f"{d.reason}; {why}" if d.reason else why
 
 
 def warn_dropped(

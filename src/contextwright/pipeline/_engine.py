@@ -42,7 +42,7 @@ from ..model._units import iter_units_backwards
 from ..sources._base import Source
 from ..sources._state import ConversationState, Turn
 from ..sources._templates import Placement, templates_for
-from ..stores._cache import Cache, MemoryCache
+from ..stores._cache import Cache, MemoryCache, cache_namespace
 from ..tokens._count import CachedCounter, TokenCounter
 from ..tokens._exact import default_counter
 from ..tokens._frame import (
@@ -54,7 +54,7 @@ from ..tokens._frame import (
 )
 from ._assemble import assemble, warn_dropped, write_receipt
 from ._fetch import fetch_all
-from ._fit_stage import NextStep, candidates, fit_stage
+from ._fit_stage import NextStep, candidates, fit_stage, hint_start, window_hint
 from ._receipt import BlockReport, BuiltContext, ContextReport
 from ._settings import check_settings, check_text
 
@@ -232,6 +232,10 @@ class ContextEngine:
         now = self.clock()
         loc = locale or self.locale
         turns = counted if user_turns is None else user_turns
+        limit = bud.input_tokens
+        # The window is walked before the fetch, so that recall knows where it starts.
+        namespace = cache_namespace(tenant, user, conversation)
+        hint = window_hint(self, current, history, summary, limit, bud, step, namespace)
         turn = Turn(
             current,
             history,
@@ -242,9 +246,9 @@ class ContextEngine:
             now,
             loc,
             turns,
+            None if hint is None else lambda: hint_start(hint, history),
         )
         t = templates_for(loc, self.templates)
-        limit = bud.input_tokens
         weights = bud.weights()
         report = ContextReport(
             budget=limit,
@@ -280,7 +284,7 @@ class ContextEngine:
 
         # 3. fit
         cands = candidates(self, fetched, applicable, report)
-        lay = fit_stage(self, turn, history, summary, cands, limit, bud, t, step)
+        lay = fit_stage(self, turn, history, summary, cands, limit, bud, t, step, hint)
         t3 = time.perf_counter()
         # 4. assemble
         messages = assemble(self, lay, current, limit, t, report)

@@ -6,6 +6,12 @@ target share, computed without looking at the history so the cached prefix does
 not move as it grows; the other sections share what is left by their target
 shares, and a second pass hands what the first left unused to the sections that
 were cut. The result is a `Layout` for the assemble stage and the receipt.
+
+The sources are fetched before the window is decided, yet recall must know
+where it will start (older turns are recall's, newer ones the window's).
+`window_hint` walks the window once before the fetch, over what the protected
+zone certainly leaves, and estimates its start from the least the recent
+section can be granted; the fit stage then narrows that same walk.
 """
 
 from __future__ import annotations
@@ -38,11 +44,14 @@ if TYPE_CHECKING:
 __all__ = [
     "Layout",
     "NextStep",
+    "WindowHint",
     "candidates",
     "fill_sections",
     "fit_stage",
     "goal_message",
+    "hint_start",
     "probe_window",
+    "window_hint",
 ]
 
 
@@ -59,6 +68,16 @@ class NextStep:
     lead: Message
     lead_cost: int
     goal: bool  # the turn's opening user message is known: restate it as the goal
+
+
+@dataclass(frozen=True, slots=True)
+class WindowHint:
+    """The window walked before the fetch (``probe``, over ``allowance`` tokens), and
+    the least the recent section can be granted (``least``, see `hint_start`)."""
+
+    probe: WindowResult
+    allowance: int
+    least: int
 
 
 @dataclass
@@ -133,6 +152,7 @@ def fit_stage(
     bud: Budget,
     t: dict[str, str],
     step: NextStep | None = None,
+    hint: WindowHint | None = None,
 ) -> Layout:
     counter, ov = engine.counter, engine.overhead
     weights = bud.weights()
@@ -184,7 +204,15 @@ def fit_stage(
     lay.goal_cost = count_message(counter, lay.goal, ov) if lay.goal else 0
     lay.summary_full = engine._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
     frame = 0 if lay.tail_p0 or not tail_rest else tail_frame
-    probe = probe_window(engine, history, rest, turn.namespace)
+    if hint is not None and rest == hint.allowance:  # the walk before the fetch
+        probe = hint.probe
+    elif hint is not None and rest < hint.allowance:
+        probe = narrow_window(
+            hint.probe, rest, history, engine.counter, overhead=engine.overhead,
+            max_message_tokens=engine.max_message_tokens, cache=engine._shortened,
+        )  # fmt: skip
+    else:
+        probe = probe_window(engine, history, rest, turn.namespace)
     demands = {
         "summary": lay.summary_full,
         "retrieved": sum(c.tokens for c in tail_rest) + frame,
@@ -219,6 +247,67 @@ def probe_window(
         history, allowance, engine.counter, overhead=engine.overhead,
         max_message_tokens=engine.max_message_tokens, cache=engine._shortened, memo=memo,
     )  # fmt: skip
+
+
+def window_hint(
+    engine: ContextEngine,
+    current: Message,
+    history: Sequence[Message],
+    summary: str | None,
+    limit: int,
+    bud: Budget,
+    step: NextStep | None,
+    namespace: str,
+) -> WindowHint | None:
+    """Walk the window before the fetch, and estimate where it will start.
+
+    The walk covers what the known part of the protected zone leaves (system
+    prompt, pinned blocks, the current message or step): no more than the fit
+    stage can give the window, so it narrows this walk instead of walking again.
+    The start is that of the window the recent section gets at the least: its
+    share of what the static blocks may leave, with every other section that can
+    claim a share claiming it. The final window starts there or earlier (it
+    gets what the others leave); a recalled turn it holds is dropped when the
+    context is assembled.
+    """
+    counter, ov = engine.counter, engine.overhead
+    pinned = sum(render_cost(b, counter)[1] for b in engine.pinned)
+    has_sys = bool(engine.system_prompt or engine.pinned)
+    sys_cost = engine._msg_cost(engine.system_prompt) + pinned if has_sys else 0
+    cur = step.cost + step.lead_cost if step else count_message(counter, current, ov)
+    allowance = limit - ov.reply_priming - sys_cost - cur
+    if allowance <= 0 or not history:
+        return None
+    probe = probe_window(engine, history, allowance, namespace)
+    weights = bud.weights()
+    opener = 0 if has_sys else message_frame(counter, "system", ov)
+    static = max(0, int(weights["system"] * limit) - sys_cost - opener) + opener
+    restate = engine.restate_goal and (step is None or step.goal)
+    claims = weights["recent"] + weights["retrieved"]
+    claims += (weights["summary"] if summary else 0.0) + (weights["input"] if restate else 0.0)
+    least = int(max(0, allowance - static) * weights["recent"] / claims) if claims > 0 else 0
+    return WindowHint(probe, allowance, least)
+
+
+def hint_start(hint: WindowHint, history: Sequence[Message]) -> int | None:
+    """The sequence number the window starts at at the least, or None.
+
+    The newest units of the walk that fit in ``hint.least`` tokens, less one (the
+    window may have to give one up for its opening user message), counted off
+    the walk without building that window; past the newest message if none.
+    """
+    taken, keep, left = hint.probe.taken, 0, hint.least
+    while keep < len(taken) and taken[keep].cost <= left:
+        left -= taken[keep].cost
+        keep += 1
+    if keep < len(taken) or hint.probe.stopped == "budget":
+        keep -= 1  # the window is cut: it may give up a unit to open with a user message
+    start = taken[keep - 1].unit.start if keep > 0 else len(history)
+    for i in range(start, len(history)):
+        if history[i].seq is not None:
+            return history[i].seq
+    last = history[-1].seq if history and start >= len(history) else None
+    return None if last is None else last + 1
 
 
 def fill_sections(

@@ -1,7 +1,8 @@
 """What a source may read about the turn being built: `Turn` and `ConversationState`.
 
 `Turn` is the request as the sources see it — who (tenant, user, conversation),
-the new message, the history, the time, the turn number — plus the caller's
+the new message, the history, the time, the turn number, where the history
+window is expected to start — plus the caller's
 structured `ConversationState` (collected fields, assessment, stage, device,
 recent agent calls, as the consultation preset uses them). All of it is read-only for sources.
 `ConversationState.from_dict` reads the JSON form the CLI accepts.
@@ -9,7 +10,7 @@ recent agent calls, as the consultation preset uses them). All of it is read-onl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -146,11 +147,26 @@ class Turn:
     now: float = 0.0
     locale: str = "en"
     user_turns: int | None = None  # user messages before this one, when the caller knows
+    # the engine's estimate of `window_start`, made when first asked
+    window_estimate: Callable[[], int | None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def query(self) -> str:
         """The text of the new message: what retrieval searches for."""
         return self.message.text
+
+    @cached_property
+    def window_start(self) -> int | None:
+        """The sequence number the history window is expected to start at, or None.
+
+        Estimated by the engine before the sources are fetched (the window is
+        decided after): the window keeps at least the messages from here on, so
+        older ones are not in the prompt verbatim and recall searches below it.
+        None when unknown (no estimate, or a history without sequence numbers).
+        """
+        return self.window_estimate() if self.window_estimate is not None else None
 
     @cached_property
     def turn_number(self) -> int:
