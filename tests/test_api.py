@@ -133,3 +133,14 @@ def test_every_module_has_a_docstring():
             continue
         tree = ast.parse(path.read_text())
         assert ast.get_docstring(tree), f"{path.relative_to(PKG)} has no module docstring"
+
+
+def test_every_module_is_short():
+    """Modules stay at about 500 lines (docs/architecture.md, The tree): a longer one is
+    a part that wants splitting by concern."""
+    long = {
+        str(path.relative_to(PKG)): n
+        for path in PKG.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > 520
+    }
+    assert not long, long
