@@ -90,12 +90,18 @@ def _verdict(messages: Sequence[Message], k: int) -> str:
     The appended notes are numbered in commit order and the window is the newest
     messages in order, after the summary of the older ones. "repeats": the notes
     the window holds verbatim are not consecutive, each once (a note twice, or a
-    hole). "stale": the window holds notes, all before ``k`` (note ``k`` committed
+    hole; not the hole after a window's first message, the opening user message of
+    the turn its oldest unit belongs to, which opens a window cut inside a turn). "stale": the window holds notes, all before ``k`` (note ``k`` committed
     before the build began, so it belongs after them). With no note in the window,
     a summary or recalled turn naming note ``k`` or a later one is "ok"; otherwise
     the messages cannot tell ("unknown": the rule summary names only some notes).
     """
-    verbatim = sorted(n for m in messages if m.text.startswith("[a") for n in _marks(m.text)[:1])
+    notes = [n for m in messages if m.text.startswith("[a") for n in _marks(m.text)[:1]]
+    if len(notes) > 1 and notes[1] > notes[0] + 1:
+        # The window opens with its turn's opening user message, and the messages
+        # between it and the oldest unit kept did not fit: a hole by design.
+        notes = notes[1:]
+    verbatim = sorted(notes)
     if verbatim and verbatim != list(range(verbatim[0], verbatim[-1] + 1)):
         return "repeats"
     if verbatim:

@@ -41,7 +41,7 @@ class HeuristicCounter:
 
     Words found in a shipped list of 80,000 strings that are one token in both
     encodings cost 1; other words, CJK, code, numbers and whitespace follow
-    conservative rules (see `_heuristic`). On the LoCoMo turns and a corpus
+    conservative rules (see `_estimate`). On the LoCoMo turns and a corpus
     of Chinese design documents with code it undercounts no text and over-counts by 4-12 %;
     ``bench/bench_heuristic.py`` measures it. The list loads on first use (about
     40 ms, 13 MB).
