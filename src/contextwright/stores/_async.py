@@ -75,6 +75,10 @@ class AsyncStore:
     def __repr__(self) -> str:
         return f"AsyncStore({self.store!r})"
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     async def _run(self, call: Callable[[], R]) -> R:
         if self._closed:
             raise StoreError(f"{self!r} is closed")

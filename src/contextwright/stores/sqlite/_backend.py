@@ -16,17 +16,16 @@ in the same file, its calls run the same way.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import time
 from collections.abc import Callable, Container, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
 from ..._errors import StoreError
 from ...model._messages import Message
+from .._async import AsyncStore
 from .._contract import Backend, Readback, Written
 from .._inline import runs_inline
 from .._records import (
@@ -65,8 +64,8 @@ class SQLiteBackend:
             store = SQLiteStore(store, clock=clock, busy_timeout=busy_timeout)
         self.store = store
         self.jobs = SQLiteJobs(store, clock=clock, run=self._run)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextwright-store")
-        self._closed = False
+        # the worker thread (and its lifetime) is `AsyncStore`'s: one way to run a store
+        self.worker = AsyncStore(store)
 
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.store.path!r})"
@@ -76,12 +75,12 @@ class SQLiteBackend:
         return Backend.of(self, self.jobs)
 
     async def _run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
-        if self._closed:
-            raise StoreError(f"{self!r} is closed")
         call = functools.partial(fn, *args, **kwargs)
         if runs_inline():
+            if self.worker.closed:
+                raise StoreError(f"{self!r} is closed")
             return call()
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return await self.worker._run(call)
 
     # -- ConversationLog ---------------------------------------------------------------
 
@@ -352,13 +351,7 @@ class SQLiteBackend:
 
     async def aclose(self) -> None:
         """Close the store on the worker, then stop the worker (idempotent)."""
-        if self._closed:
-            return
-        try:
-            await self._run(self.store.close)
-        finally:
-            self._closed = True
-            self._executor.shutdown(wait=False)
+        await self.worker.close()
 
     async def __aenter__(self) -> SQLiteBackend:
         return self
