@@ -487,7 +487,7 @@ def test_readback_keys_refer_to_stored_tool_results(tmp_path):
         Message.tool("call_1", big, tool_name="search"),
     ]
     with SQLiteStore(tmp_path / "r.db", clock=clock) as s:
-        saved = s.append_with_readback(
+        saved = s.append(
             "c", msgs, tenant=T, user="u", readback=[(2, "call_1", "tool:call_1", 60.0)]
         )
         item = s.get_working("c", "tool:call_1", tenant=T)
@@ -499,7 +499,7 @@ def test_readback_keys_refer_to_stored_tool_results(tmp_path):
         assert s.get_working("c", "tool:call_1", tenant="B") is None  # no cross-tenant read
         # a retry re-points the key and restarts its clock; nothing is stored twice
         clock.now += 30
-        again = s.append_with_readback(
+        again = s.append(
             "c", msgs, tenant=T, user="u", readback=[(2, "call_1", "tool:call_1", 60.0)]
         )
         assert again == saved
@@ -524,7 +524,7 @@ def test_readback_keys_refer_to_stored_tool_results(tmp_path):
 def test_bad_readback_keys_write_nothing(store, readback, error):
     msgs = [Message.user("hi"), Message.tool("call_1", "result", tool_name="t")]
     with pytest.raises(error):
-        store.append_with_readback("c", msgs, tenant=T, user="u", readback=readback)
+        store.append("c", msgs, tenant=T, user="u", readback=readback)
     assert store.get_conversation("c", tenant=T) is None
 
 

@@ -59,7 +59,7 @@ WRITES: dict[str, Callable[[SQLiteStore], object]] = {
     "append_batch": lambda s: s.append(
         "c", [Message.user(f"n{i}") for i in range(50)], tenant=T, user="u"
     ),
-    "append_with_readback": lambda s: s.append_with_readback(
+    "append_with_readback": lambda s: s.append(
         "c",
         [
             Message.assistant("", tool_calls=[ToolCallPart("k1", "f")]),

@@ -20,7 +20,7 @@ memory under that key for the policy's TTL, and the prompt shows the compressed
 view plus a pointer naming the read-back tool (`readback_tool`) the model can call
 to page through the original. (`Conversations` does not copy the original: with an
 `SQLiteStore` the key refers to the stored message, which keeps it verbatim; see
-``SQLiteStore.append_with_readback``.) The compressor itself does no I/O.
+``SQLiteStore.append(..., readback=)``.) The compressor itself does no I/O.
 
 **Counting only what enters the prompt.** Counting a whole 8 KB result exactly
 just to learn that it is too big was most of the cost of appending tool results

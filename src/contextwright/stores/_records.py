@@ -237,9 +237,13 @@ class Store(Protocol):
         user: str = "anonymous",
         tokens: Sequence[int] | None = None,
         counter: str = "",
+        readback: Sequence[tuple[int, str, str, float]] = (),
     ) -> list[Message]:
         """Store ``messages``; a conversation belongs to the user who made it, and an
-        append by another raises `InvalidMessageError` (`not_owner`), writing nothing."""
+        append by another raises `InvalidMessageError` (`not_owner`), writing nothing.
+        ``readback`` holds ``(i, call_id, key, ttl)``: working-memory keys, written in
+        the same transaction, that read the stored result of call ``call_id`` in
+        ``messages[i]``."""
         ...
 
     def read(

@@ -342,7 +342,7 @@ def put_refs(
 ) -> None:
     """Working-memory keys ``(seq, call_id, key, ttl)`` that read stored tool results.
 
-    Written by `append_with_readback` in its transaction. The value is not
+    Written by `append` (``readback=``) in its transaction. The value is not
     copied: the row's meta names the message (``stored_tool_result``: seq and
     call id, never a cid, so the reference cannot leave the conversation) and
     `get_working` reads the result from it. Expiry and collection are those of
@@ -365,7 +365,7 @@ def get_working(
 ) -> WorkingItem | None:
     """The value under ``key``, or None if there is none or it has expired.
 
-    A key written by `append_with_readback` returns the tool result it refers
+    A key written by `append` (``readback=``) returns the tool result it refers
     to, read from the stored message in the same snapshot.
     """
     with self._tx(False, tenant) as conn:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ._store import SQLiteStore
 
 __all__ = [
-    "append", "append_versioned", "append_with_readback", "count_messages", "ensure",
+    "append", "append_versioned", "count_messages", "ensure",
     "message_tokens", "read", "read_tail", "set_message_tokens",
     "set_message_tokens_with_readback", "token_total",
 ]  # fmt: skip
@@ -75,6 +75,7 @@ def append(
     user: str = "anonymous",
     tokens: Sequence[int] | None = None,
     counter: str = "",
+    readback: Sequence[tuple[int, str, str, float]] = (),
 ) -> list[Message]:
     """Store ``messages`` at the end of the conversation and return them with ``seq`` set.
 
@@ -89,30 +90,13 @@ def append(
     role, parts, name and metadata is not stored again: its stored copy is
     returned (safe retries). The same id with other content raises
     `InvalidMessageError` and nothing of the batch is written.
-    """
-    return _append(self, conversation, messages, tenant, user, tokens, counter, ())[0]
 
-
-def append_with_readback(
-    self: SQLiteStore,
-    conversation: str,
-    messages: Sequence[Message],
-    *,
-    tenant: str,
-    user: str = "anonymous",
-    tokens: Sequence[int] | None = None,
-    counter: str = "",
-    readback: Sequence[tuple[int, str, str, float]] = (),
-) -> list[Message]:
-    """`append`, and in the same transaction working-memory keys that read stored tool results.
-
-    ``readback`` holds ``(i, call_id, key, ttl)``: ``get_working(key)`` returns,
-    for ``ttl`` seconds, the result of call ``call_id`` in ``messages[i]`` (a
-    tool message) as it is stored. This is how `Conversations` offloads a large
-    tool result: the stored message already keeps the original verbatim, so
-    working memory holds a reference to it instead of a second copy (4.5 MB
-    less to write per 10,000 messages of the benchmark thread), and the
-    pointer is written with the message or not at all.
+    ``readback`` holds ``(i, call_id, key, ttl)``, written in the same transaction:
+    ``get_working(key)`` returns, for ``ttl`` seconds, the result of call
+    ``call_id`` in ``messages[i]`` (a tool message) as it is stored. This is how
+    `Conversations` offloads a large tool result: the stored message already
+    keeps the original verbatim, so working memory holds a reference to it
+    instead of a second copy, written with the message or not at all.
     """
     return _append(self, conversation, messages, tenant, user, tokens, counter, readback)[0]
 
@@ -128,7 +112,7 @@ def append_versioned(
     counter: str = "",
     readback: Sequence[tuple[int, str, str, float]] = (),
 ) -> tuple[list[Message], int]:
-    """`append_with_readback`, also returning the conversation's version after the call.
+    """`append`, also returning the conversation's version after the call.
 
     The version moved by one if anything was written (the caller's cache that
     was current at ``version - 1`` and takes in these messages is current at
@@ -417,7 +401,7 @@ def set_message_tokens_with_readback(
     """`set_message_tokens`, and in the same transaction working-memory keys for tool results.
 
     ``readback`` holds ``(seq, call_id, key, ttl)`` of messages in ``counts``, as
-    `append_with_readback` writes them. `Conversations` uses it when it counts
+    `append` (``readback=``) writes them. `Conversations` uses it when it counts
     messages that a bulk import stored uncounted.
     """
     if not isinstance(counter, str):

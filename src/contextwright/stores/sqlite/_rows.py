@@ -298,7 +298,7 @@ def prepare_messages(
 def readback_refs(
     readback: Sequence[tuple[int, str, str, float]], batch: Sequence[PreparedMessage]
 ) -> list[tuple[int, str, str, float]]:
-    """Checked ``(i, call_id, key, ttl)`` of `SQLiteStore.append_with_readback`.
+    """Checked ``(i, call_id, key, ttl)`` of `SQLiteStore.append` (``readback=``).
 
     Each must name a tool message of the batch holding a text result of that call.
     """

@@ -231,7 +231,6 @@ class SQLiteStore:
     # -- the message log (_log.py) ------------------------------------------
 
     append = _log.append
-    append_with_readback = _log.append_with_readback
     append_versioned = _log.append_versioned
     read = _log.read
     read_tail = _log.read_tail
