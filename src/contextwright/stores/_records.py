@@ -292,9 +292,16 @@ class Store(Protocol):
     ) -> dict[int, int]: ...
 
     def set_message_tokens(
-        self, conversation: str, *, tenant: str, counts: Mapping[int, int], counter: str
+        self,
+        conversation: str,
+        *,
+        tenant: str,
+        counts: Mapping[int, int],
+        counter: str,
+        readback: Sequence[tuple[int, str, str, float]] = (),
     ) -> int:
-        """Store recounts; return the conversation's version after the call."""
+        """Store recounts (and, like `append`, working-memory keys for tool results by
+        ``(seq, call_id, key, ttl)``); return the conversation's version after the call."""
         ...
 
     def save_summary(self, summary: Summary, *, tenant: str) -> Summary: ...

@@ -204,7 +204,7 @@ class SQLiteBackend:
         readback: Sequence[Readback] = (),
     ) -> int:
         return await self._run(
-            self.store.set_message_tokens_with_readback, conversation, tenant=tenant,
+            self.store.set_message_tokens, conversation, tenant=tenant,
             counts=counts, counter=counter, readback=readback,
         )  # fmt: skip
 

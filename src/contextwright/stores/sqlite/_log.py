@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "append", "append_versioned", "count_messages", "ensure",
     "message_tokens", "read", "read_tail", "set_message_tokens",
-    "set_message_tokens_with_readback", "token_total",
+    "token_total",
 ]  # fmt: skip
 
 IN_CONV = "JOIN conversations c ON c.cid = m.cid WHERE c.tenant = ? AND c.id = ?"
@@ -375,21 +375,6 @@ def message_tokens(
 
 
 def set_message_tokens(
-    self: SQLiteStore, conversation: str, *, tenant: str, counts: Mapping[int, int], counter: str
-) -> int:
-    """Store recounted tokens (by ``counter``) for the messages with the given seqs.
-
-    The conversation's running ``token_total`` moves by the difference, in the
-    same transaction. A seq that is not stored raises and nothing is written.
-    Returns the conversation's version after the call (unchanged if ``counts``
-    is empty: nothing is written then).
-    """
-    return set_message_tokens_with_readback(
-        self, conversation, tenant=tenant, counts=counts, counter=counter
-    )
-
-
-def set_message_tokens_with_readback(
     self: SQLiteStore,
     conversation: str,
     *,
@@ -398,11 +383,15 @@ def set_message_tokens_with_readback(
     counter: str,
     readback: Sequence[tuple[int, str, str, float]] = (),
 ) -> int:
-    """`set_message_tokens`, and in the same transaction working-memory keys for tool results.
+    """Store recounted tokens (by ``counter``) for the messages with the given seqs.
 
-    ``readback`` holds ``(seq, call_id, key, ttl)`` of messages in ``counts``, as
-    `append` (``readback=``) writes them. `Conversations` uses it when it counts
-    messages that a bulk import stored uncounted.
+    The conversation's running ``token_total`` moves by the difference, in the
+    same transaction. A seq that is not stored raises and nothing is written.
+    Returns the conversation's version after the call (unchanged if ``counts``
+    is empty: nothing is written then). ``readback`` holds ``(seq, call_id, key,
+    ttl)`` of messages in ``counts``, working-memory keys written in the same
+    transaction as `append` (``readback=``) writes them: `Conversations` uses it
+    when it counts messages that a bulk import stored uncounted.
     """
     if not isinstance(counter, str):
         raise ConfigError(f"counter must be a string, got {counter!r}")

@@ -238,7 +238,6 @@ class SQLiteStore:
     count_messages = _log.count_messages
     message_tokens = _log.message_tokens
     set_message_tokens = _log.set_message_tokens
-    set_message_tokens_with_readback = _log.set_message_tokens_with_readback
 
     # -- summaries, compactions, working memory, pins (_history.py) ---------------
 
