@@ -528,7 +528,9 @@ KILL_SCRIPT = textwrap.dedent(
     print("ready", flush=True)
     while True:
         convs.append_sync("c", [Message.user(f"question {{i}} " * 20), Message.assistant(f"answer {{i}} " * 20)], tenant="t", user="u")
-        convs.compact_sync("c", tenant="t", user="u")
+        result = convs.compact_sync("c", tenant="t", user="u")
+        if i == 0 or result.summary_version == 2:
+            print("compacted" if result.summary_version else "not yet", flush=True)
         i += 1
     """
 )
@@ -542,7 +544,9 @@ def test_sigkill_during_compaction_leaves_a_consistent_store(tmp_path):
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == b"ready"
-    time.sleep(1.5)
+    # killed mid-loop once it has compacted twice: an explicit signal, not a sleep
+    while proc.stdout.readline().strip() != b"compacted":
+        assert proc.poll() is None, "the child died before compacting"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     store = SQLiteStore(db)

@@ -21,6 +21,7 @@ from contextwright._errors import StoreError
 from contextwright.history import CompactionConfig
 from contextwright.stores import Job, SQLiteJobs, SQLiteStore
 from contextwright.stores._runner import JobRunner
+from contextwright.testing import ManualClock
 
 H = HeuristicCounter()
 
@@ -74,13 +75,31 @@ async def test_inline_runner_retries_a_failing_job_with_backoff_and_keeps_the_la
 
 
 async def test_the_runner_renews_its_lease_while_a_job_runs(tmp_path):
-    """A job longer than its lease keeps it: another worker cannot take it meanwhile."""
+    """A job longer than its lease keeps it: another worker cannot take it meanwhile.
+
+    The queue's clock is a manual one: the job moves it on by most of a lease and
+    then waits until it sees the runner renew (an explicit signal, not a wall-clock
+    race), three times, so that without the renewals the lease would have run out.
+    """
     store = SQLiteStore(tmp_path / "l.db")
-    jobs = SQLiteJobs(store)
+    clock = ManualClock()
+    jobs = SQLiteJobs(store, clock=clock)
     taken: list[Job | None] = []
 
+    async def lease_until() -> float:
+        (running,) = await jobs.jobs(state="running")
+        return running.lease_until or 0.0
+
     async def long(job: Job) -> None:
-        await asyncio.sleep(1.0)  # three leases
+        for _ in range(3):
+            before = await lease_until()
+            clock.advance(0.3 * 0.9)  # most of the lease, not all of it
+            for _ in range(20_000):  # a guard against a hang, not a timing
+                if await lease_until() > before:
+                    break  # renewed: it holds a lease from the new "now"
+                await asyncio.sleep(0.005)  # the renewal task runs meanwhile
+            else:
+                raise AssertionError("the lease was never renewed")
         taken.append(await jobs.claim(["k"], worker="other", lease=0.3))
 
     runner = JobRunner(jobs, {"k": long}, inline=True, lease=0.3)
