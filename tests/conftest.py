@@ -119,3 +119,16 @@ class sync:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         method = getattr(self._role, name)
         return lambda *a, **kw: asyncio.run(method(*a, **kw))
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_url() -> Any:
+    """The URL of a new, empty database on the test PostgreSQL (see tests/pg.py), dropped after."""
+    from tests import pg
+
+    url = pg.create_database()
+    yield url
+    pg.drop_database(url)

@@ -25,7 +25,9 @@ def test_public_api_is_pinned():
     assert set(contextwright.__all__) == {
         "DEFAULT_SHARES", "MODELS", "Block", "BlockReport", "Budget", "BudgetError", "BudgetTracker",
         "BuiltContext", "Cache", "CacheStats", "CachedCounter", "ConfigError", "ContextEngine",
-        "ContextReport", "ContextwrightError", "Conversations", "LLMError", "MemoryFlush", "StoreError", "HFTokenizerCounter", "HeuristicCounter", "ImagePart",
+        "ContextReport", "ContextwrightError", "Conversations", "LLMError", "MemoryFlush", "StoreError",
+        "StoreUnavailableError",
+        "SchemaError", "HFTokenizerCounter", "HeuristicCounter", "ImagePart",
         "InMemoryKnowledgeStore", "InMemoryMemoryStore", "InvalidMessageError", "KnowledgeHit",
         "KnowledgeStore", "Memory", "MemoryCache", "MemoryHit", "MemoryStore", "MemoryWriter", "MemoryWriterStore", "Message",
         "MessageOverhead", "MissingDependencyError", "ModelInfo", "Passage", "Priority",

@@ -13,8 +13,12 @@ The hierarchy::
     │   │                               its busy timeout, corrupt, closed, unwritable)
     │   ├── SummaryConflictError        a summary was not saved: the stored one already
     │   │                               covers as far (another writer got there first)
-    │   └── LeaseLostError              a job's lease passed to another worker: the old
-    │                                   holder's complete/fail wrote nothing
+    │   ├── LeaseLostError              a job's lease passed to another worker: the old
+    │   │                               holder's complete/fail wrote nothing
+    │   ├── StoreUnavailableError       the database server cannot be reached (down,
+    │   │                               restarting, refusing connections): retry later
+    │   └── SchemaError                 the database's schema is not one this version can
+    │                                   use (newer, or missing an extension); says the fix
     ├── LLMError                        a call to a language model failed (HTTP error, timeout,
     │                                   unusable answer); the SDK's error is the cause
     └── ProviderRuleError               a rendered request breaks a provider's rules;
@@ -39,7 +43,9 @@ __all__ = [
     "LeaseLostError",
     "MissingDependencyError",
     "ProviderRuleError",
+    "SchemaError",
     "StoreError",
+    "StoreUnavailableError",
     "SummaryConflictError",
     "UserError",
 ]
@@ -158,6 +164,25 @@ class LeaseLostError(StoreError):
         self.job_id = job_id
         self.worker = worker
         super().__init__(f"job {job_id}: worker {worker!r} no longer holds its lease")
+
+
+class StoreUnavailableError(StoreError):
+    """The database server cannot be reached: down, restarting, refusing connections.
+
+    Transient: retrying later may succeed (an HTTP service answers 503 with
+    ``Retry-After``). Nothing was written by the call that raised it, or, for an
+    append interrupted after its commit, the retry with the same message ids
+    returns what was stored.
+    """
+
+
+class SchemaError(StoreError):
+    """The database's schema cannot be used by this version of contextwright.
+
+    Its schema is newer than this version knows (upgrade contextwright), or a
+    required extension is missing (e.g. pgvector: ``CREATE EXTENSION vector``, as
+    a superuser). The message names the fix; nothing was written.
+    """
 
 
 class ProviderRuleError(ContextwrightError):
