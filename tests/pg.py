@@ -29,6 +29,8 @@ def server_url() -> str:
             if dsn:
                 _server_url = dsn
             else:
+                # pgserver's platformdirs warns when there is no XDG_RUNTIME_DIR (CI, root)
+                os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
                 import pgserver
 
                 data = tempfile.mkdtemp(prefix="cw-pg-")
