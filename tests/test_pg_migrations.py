@@ -92,7 +92,7 @@ def test_a_server_without_pgvector_names_the_fix() -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name='vector'").fetchone():
             pytest.skip("this server has pgvector")
-    with pytest.raises(SchemaError, match="no pgvector extension.*CREATE EXTENSION vector"):
+    with pytest.raises(SchemaError, match=r"no pgvector extension.*CREATE EXTENSION vector"):
         migrate_url(url)
 
 
