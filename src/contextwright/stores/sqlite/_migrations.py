@@ -5,9 +5,9 @@ the order it must run. `apply_migrations` runs every one whose name is not yet i
 the ``_migrations(name, applied_at)`` table, each inside its own ``BEGIN
 IMMEDIATE`` transaction together with the row that records it, so a migration is
 either applied and recorded or not at all, and two processes opening the same new
-file at once apply it exactly once (the second re-checks under the write lock).
-Migrations are never edited once released; a change of schema is a new function
-(the pattern of simonw/llm's ``migrations.py``).
+file at once apply it exactly once (the second re-checks under the write lock); a
+file that records a migration this version does not know is refused (`SchemaError`).
+Released migrations are never edited; a change is a new function (simonw/llm's way).
 
 The schema ``m001_initial`` creates (why each table looks the way it does):
 
@@ -84,11 +84,13 @@ source; re-ingesting a source replaces its chunks), ``knowledge_fts`` and
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from ..._errors import ConfigError
+from ..._errors import ConfigError, SchemaError
 
 __all__ = [
     "MIGRATIONS",
@@ -465,6 +467,18 @@ def _applied(conn: sqlite3.Connection) -> set[str]:
     return {name for (name,) in conn.execute("SELECT name FROM _migrations")}
 
 
+def pending_migrations(path: str, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+    """The names not yet applied to the file at ``path`` (read only; all for a new file)."""
+    names = [m.__name__ for m in migrations]
+    if path == ":memory:" or not Path(path).exists():
+        return names
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_migrations'").fetchone()
+        done = _applied(conn) if has else set()
+    return [n for n in names if n not in done]
+
+
 def apply_migrations(
     conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS
 ) -> list[str]:
@@ -480,6 +494,11 @@ def apply_migrations(
         "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
     )
     done = _applied(conn)
+    if newer := sorted(done - set(names)):
+        raise SchemaError(
+            f"the database schema is newer than this contextwright knows (it has "
+            f"{', '.join(newer)}): upgrade contextwright, or use another database"
+        )
     ran: list[str] = []
     for fn in migrations:
         if fn.__name__ in done:

@@ -109,3 +109,51 @@ def test_an_unreachable_server_is_unavailable_and_the_password_stays_secret() ->
 def test_a_malformed_url_is_a_config_error(url: str) -> None:
     with pytest.raises(ConfigError, match="db:"):
         migrate_url(url)
+
+
+# -- the migrate command, both backends ----------------------------------------------------
+
+
+def test_migrate_command_on_postgresql(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from contextwright.interfaces.cli import main
+
+    assert main(["migrate", "--db", pg_url, "--check"]) == 1
+    assert f"{len(MIGRATIONS)} pending" in capsys.readouterr().out
+    assert main(["migrate", "--db", pg_url]) == 0
+    assert f"applied {len(MIGRATIONS)}: m001_schema" in capsys.readouterr().out
+    assert main(["migrate", "--db", pg_url, "--json"]) == 0
+    assert '"applied": []' in capsys.readouterr().out
+    assert main(["migrate", "--db", pg_url, "--check"]) == 0
+
+
+def test_migrate_command_on_sqlite(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from contextwright.interfaces.cli import main
+    from contextwright.stores import MIGRATIONS as SQLITE
+
+    db = f"sqlite:///{tmp_path}/m.db"
+    assert main(["migrate", "--db", db, "--check"]) == 1
+    assert not (tmp_path / "m.db").exists()  # --check changes nothing
+    assert main(["migrate", "--db", db]) == 0
+    assert f"applied {len(SQLITE)}" in capsys.readouterr().out
+    assert main(["migrate", "--db", str(tmp_path / "m.db"), "--check"]) == 0
+
+
+def test_sqlite_refuses_a_newer_schema(tmp_path) -> None:
+    import sqlite3
+
+    from contextwright.stores import MIGRATIONS as SQLITE
+    from contextwright.stores import SQLiteStore
+
+    def m999_future(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE future (x)")
+
+    SQLiteStore(tmp_path / "n.db", migrations=[*SQLITE, m999_future]).close()
+    with pytest.raises(SchemaError, match=r"newer.*m999_future.*upgrade contextwright"):
+        SQLiteStore(tmp_path / "n.db")
+
+
+def test_an_unknown_scheme_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from contextwright.interfaces.cli import main
+
+    assert main(["migrate", "--db", "mysql://h/db"]) == 2
+    assert "unknown database URL scheme 'mysql://'" in capsys.readouterr().err
