@@ -30,7 +30,7 @@ def server_url() -> str:
                 _server_url = dsn
             else:
                 # pgserver's platformdirs warns when there is no XDG_RUNTIME_DIR (CI, root)
-                os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
+                os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="cw-xdg-"))
                 import pgserver
 
                 data = tempfile.mkdtemp(prefix="cw-pg-")

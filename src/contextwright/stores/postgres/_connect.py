@@ -40,9 +40,7 @@ def psycopg() -> ModuleType:
         importlib.import_module("psycopg_pool")
         return importlib.import_module("psycopg")
     except ImportError as exc:
-        raise MissingDependencyError(
-            "PostgreSQL needs the postgres extra: pip install 'contextwright[postgres]'"
-        ) from exc
+        raise MissingDependencyError("psycopg", "postgres", "a PostgreSQL database") from exc
 
 
 def is_postgres_url(url: object) -> bool:
