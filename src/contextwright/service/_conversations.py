@@ -32,9 +32,9 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from .._errors import ConfigError, InvalidMessageError
 from ..budget._budget import Budget
@@ -63,6 +63,7 @@ from ._tail_sync import TailKeeper
 from ._write_path import Writes
 
 __all__ = ["Conversations", "MemoryFlush"]
+T = TypeVar("T")
 
 
 class Conversations:
@@ -460,6 +461,14 @@ class Conversations:
     messages_sync = sync_list(messages)
     jobs_sync = sync_twin(jobs)
     wait_idle_sync = sync_twin(wait_idle)
+
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` (e.g. a call of ``self.backend``'s roles) on the sync API's loop.
+
+        For sync tools that read the store directly (the CLI): the backend's
+        connections belong to that loop, so its calls must run there.
+        """
+        return self._sync.run(coro)
 
     def close(self) -> None:
         """Let background jobs finish (up to 10 s), stop the background thread,

@@ -1,7 +1,8 @@
 """The stored-conversation commands: ``import``, ``export``, ``inspect`` and ``compact``.
 
-They work on the embedded SQLite store: ``--db PATH``, else ``$CONTEXTWRIGHT_DB``,
-else a per-user data file (`default_db_path`, its folder created on first use).
+They work on the store ``--db`` names: a path or ``sqlite:///path`` (the embedded
+default), or ``postgresql://…``; else ``$CONTEXTWRIGHT_DB``, else a per-user data
+file (`default_db_path`, its folder created on first use).
 ``import`` reads a conversation in any format ``build`` reads and appends it in
 batches with a progress bar. Importing is idempotent: each message of the file gets
 an id derived from its position in the file and its content (`stable_ids`), so a
@@ -31,10 +32,13 @@ from ...history import CompactionConfig, CompactionResult
 from ...model._messages import Message
 from ...pipeline._engine import ContextEngine
 from ...service._conversations import Conversations
-from ...stores import SQLiteStore, default_db_path
-from ...stores._records import not_owner
+from ...stores import SQLiteStore
+from ...stores._records import ConversationInfo, not_owner
+from ...stores._url import parse_db
+from ...stores.postgres._connect import redact
 from ...tokens._count import HeuristicCounter, TokenCounter
 from ...tokens._exact import default_counter, encoding_for_model
+from ._db import db_setting
 from ._files import load_conversation
 
 __all__ = ["add_parsers", "counter_for", "export_text", "run", "stable_ids"]
@@ -47,9 +51,8 @@ def add_parsers(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--db",
-        type=Path,
         default=None,
-        help="SQLite file (default: $CONTEXTWRIGHT_DB or a per-user data file)",
+        help="path, sqlite:///path or postgresql://… (default: $CONTEXTWRIGHT_DB or a per-user file)",
     )
     common.add_argument("--tenant", default="default")
     common.add_argument("--model", default=None, help="model name: picks the tokenizer")
@@ -119,15 +122,29 @@ def counter_for(model: str | None, *, option: str = "--model") -> TokenCounter:
 def _open(args: argparse.Namespace, budget: int = 8000, model: str | None = None) -> Conversations:
     counter = counter_for(args.model or model)
     engine = ContextEngine(counter=counter, budget=budget)
-    # SQLiteStore() makes the default path's folder; an explicit --db must exist
-    store = SQLiteStore(args.db) if args.db else SQLiteStore()
+    target = parse_db(db_setting(args.db))
+    store: SQLiteStore | str
+    if target.kind == "postgres":
+        store = target.url
+    else:  # SQLiteStore() makes the default path's folder; an explicit --db's must exist
+        store = SQLiteStore(target.path) if args.db else SQLiteStore()
     return Conversations(engine, store, compaction=CompactionConfig.preset(args.preset))
 
 
-def _file(convs: Conversations) -> SQLiteStore:
-    """The `SQLiteStore` that `_open` opened ``convs`` on (read directly by the commands)."""
-    assert convs.store is not None  # `_open` always opens an SQLite file
-    return convs.store
+def _where(args: argparse.Namespace) -> str:
+    """The database the command works on, for messages (a URL's password hidden)."""
+    db = db_setting(args.db)
+    return redact(db) if parse_db(db).kind == "postgres" else db
+
+
+def _info(convs: Conversations, args: argparse.Namespace) -> ConversationInfo | None:
+    log = convs.backend.conversations
+    return convs.run_sync(log.get_conversation(args.conversation, tenant=args.tenant))
+
+
+def _read(convs: Conversations, args: argparse.Namespace, **kw: Any) -> list[Message]:
+    log = convs.backend.conversations
+    return convs.run_sync(log.read(args.conversation, tenant=args.tenant, **kw))
 
 
 def _messages(path: Path) -> tuple[list[Message], str | None]:
@@ -161,9 +178,9 @@ def _new_messages(
     convs: Conversations, args: argparse.Namespace, messages: list[Message]
 ) -> list[Message]:
     """Those of ``messages`` not stored yet; refuses a file that differs from an earlier import."""
-    if _file(convs).get_conversation(args.conversation, tenant=args.tenant) is None:
+    if _info(convs, args) is None:
         return messages
-    stored = {m.id for m in _file(convs).read(args.conversation, tenant=args.tenant)}
+    stored = {m.id for m in _read(convs, args)}
     new = [m for m in messages if m.id not in stored]
     first_new = next((i for i, m in enumerate(messages) if m.id not in stored), len(messages))
     if any(m.id in stored for m in messages[first_new:]):
@@ -197,7 +214,7 @@ def _import(args: argparse.Namespace, out: Any) -> None:
                 args.conversation, new, tenant=args.tenant, user=args.user,
                 batch_size=BATCH, progress=lambda n: bar.advance(task, n), optimize_index=True,
             )  # fmt: skip
-        info = _file(convs).get_conversation(args.conversation, tenant=args.tenant)
+        info = _info(convs, args)
         result = {
             "conversation": args.conversation, "imported": len(stored),
             "skipped": len(messages) - len(new),
@@ -226,11 +243,10 @@ def _emit(payload: dict[str, Any], as_json: bool, out: Any) -> None:
 def _inspect(args: argparse.Namespace, out: Any) -> None:
     convs = _open(args, args.budget)
     try:
-        store = _file(convs)
-        info = store.get_conversation(args.conversation, tenant=args.tenant)
+        info = _info(convs, args)
         if info is None:
             raise UserError(
-                f"no conversation {args.conversation!r} for tenant {args.tenant!r} in {args.db or default_db_path()}"
+                f"no conversation {args.conversation!r} for tenant {args.tenant!r} in {_where(args)}"
             )
         user = info.user if args.user is None else args.user
         if user != info.user:  # as `Conversations` refuses it, before anything is read
@@ -238,13 +254,7 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
         query = args.query
         if query is None:
             last_user = next(
-                (
-                    m
-                    for m in store.read(
-                        args.conversation, tenant=args.tenant, newest_first=True, limit=200
-                    )
-                    if m.role == "user"
-                ),
+                (m for m in _read(convs, args, newest_first=True, limit=200) if m.role == "user"),
                 None,
             )
             query = (
@@ -253,10 +263,11 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
         built = convs.build_sync(
             args.conversation, query, tenant=args.tenant, user=user, store_message=False
         )
-        summaries = store.summaries(args.conversation, tenant=args.tenant)
-        log = store.compactions(args.conversation, tenant=args.tenant)
+        b, conv, tenant = convs.backend, args.conversation, args.tenant
+        summaries = convs.run_sync(b.summaries.summaries(conv, tenant=tenant))
+        log = convs.run_sync(b.compactions.compactions(conv, tenant=tenant))
         # a bulk import leaves what it summarised at once uncounted (not in the total)
-        outline = store.read_outline(args.conversation, tenant=args.tenant)
+        outline = convs.run_sync(b.conversations.read_outline(conv, tenant=tenant))
         uncounted = sum(1 for o in outline if o.tokens is None)
         if args.json:
             payload = {
@@ -325,7 +336,7 @@ def _inspect(args: argparse.Namespace, out: Any) -> None:
 
 def _acting_user(convs: Conversations, args: argparse.Namespace) -> str:
     """``--user``, else the stored conversation's owner; `UserError` if there is none."""
-    info = _file(convs).get_conversation(args.conversation, tenant=args.tenant)
+    info = _info(convs, args)
     if info is None:
         raise UserError(f"no conversation {args.conversation!r} for tenant {args.tenant!r}")
     return info.user if args.user is None else str(args.user)
