@@ -157,3 +157,14 @@ def test_an_unknown_scheme_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["migrate", "--db", "mysql://h/db"]) == 2
     assert "unknown database URL scheme 'mysql://'" in capsys.readouterr().err
+
+
+def test_contextwright_db_may_be_a_sqlite_url(tmp_path, monkeypatch) -> None:
+    from contextwright import ConfigError as Config
+    from contextwright.stores import default_db_path
+
+    monkeypatch.setenv("CONTEXTWRIGHT_DB", f"sqlite:///{tmp_path}/env.db")
+    assert default_db_path() == tmp_path / "env.db"
+    monkeypatch.setenv("CONTEXTWRIGHT_DB", "postgresql://h/db")
+    with pytest.raises(Config, match="names a PostgreSQL database"):
+        default_db_path()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from .._errors import InvalidMessageError
+from .._errors import ConfigError, InvalidMessageError
 from ..model._messages import Message, Role
 
 __all__ = [
@@ -60,11 +60,20 @@ def default_db_path() -> Path:
     ``$CONTEXTWRIGHT_DB`` if set, else ``$XDG_DATA_HOME/contextwright/contextwright.db``,
     else ``~/.local/share/contextwright/contextwright.db``. The environment is read
     on every call and nothing is created here: the store makes the parent directory
-    when it opens the default path.
+    when it opens the default path. ``$CONTEXTWRIGHT_DB`` may be ``sqlite:///path``;
+    a ``postgresql://`` URL there names no file (`ConfigError`: open it by URL).
     """
     explicit = os.environ.get("CONTEXTWRIGHT_DB")
     if explicit:
-        return Path(explicit).expanduser()
+        from ._url import parse_db
+
+        target = parse_db(explicit)
+        if target.kind != "sqlite":
+            raise ConfigError(
+                "CONTEXTWRIGHT_DB names a PostgreSQL database, not a file: open it by URL "
+                "(Conversations(engine, url), --db)"
+            )
+        return Path(target.path).expanduser()
     xdg = os.environ.get("XDG_DATA_HOME", "")
     # The XDG base directory spec says a relative value is invalid and must be ignored.
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
