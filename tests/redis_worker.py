@@ -1,7 +1,6 @@
 """A second process for the Redis tests: one command per stdin line, one JSON reply per line.
 
 Commands (JSON lists): ``["get", ns, key]``, ``["set", ns, key, value, ttl, tags]``,
-``["heard", n]`` (wait until this process's cache heard ``n`` invalidations),
 ``["listen"]`` (a `RedisWakeup` callback that prints ``"woke"`` on every notify).
 Started as ``python redis_worker.py URL PREFIX LOCAL``.
 """
@@ -24,8 +23,7 @@ def main() -> None:
         with out_lock:
             print(json.dumps(obj), flush=True)
 
-    if local:
-        assert cache.wait_listening(10)
+    assert cache.wait_listening(10)
     say("ready")
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -34,15 +32,6 @@ def main() -> None:
         elif cmd[0] == "set":
             cache.set(cmd[1], cmd[2], cmd[3], ttl=cmd[4], tags=cmd[5])
             say("ok")
-        elif cmd[0] == "heard":
-            done = threading.Event()
-            # the listener thread moves the counter; wait for it (bounded)
-            for _ in range(1000):
-                if cache.invalidations_heard >= cmd[1]:
-                    done.set()
-                    break
-                done.wait(0.005)
-            say(cache.invalidations_heard)
         elif cmd[0] == "listen":
             wakeup = RedisWakeup(url, channel=prefix + "jobs")
             wakeup.listen(lambda: say("woke"))

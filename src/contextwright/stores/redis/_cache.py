@@ -18,9 +18,14 @@ The local layer (``local`` entries, each kept at most ``local_ttl`` seconds) is 
 listener is subscribed to the channel: every invalidation, by any process, is
 published and drops the matching local entries when it arrives (the process that
 invalidates drops its own at once); when the subscription drops, the local layer
-is emptied and bypassed until it is back, since messages may have been missed. An
-invalidation in another process is thus seen here as soon as its message arrives
-(well under a millisecond on a LAN); ``local=0`` makes every get ask Redis.
+is emptied and bypassed until it is back, since messages may have been missed.
+Each listener acknowledges every invalidation it applied (on the invalidator's
+``{prefix}ack:{id}`` channel), and `invalidate` returns once as many acks came as
+PUBLISH reported listeners, or after ``ack_timeout`` seconds (a stalled process).
+So when `invalidate` returns, no live process serves what it dropped: a get
+anywhere afterwards misses. A process that did not ack in time serves its local
+copy at most ``local_ttl`` seconds. ``local=0`` makes every get ask Redis (the
+cache then listens for acks only).
 
 Redis away: every call has a short socket timeout (``timeout``), and after a
 failure Redis is skipped for ``retry_after`` seconds (gets miss, sets are
@@ -92,12 +97,15 @@ class RedisCache:
         retry_after: float = 5.0,
         local: int = 1024,
         local_ttl: float = 2.0,
+        ack_timeout: float = 0.1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not isinstance(prefix, str) or not prefix:
             raise ConfigError(f"prefix must be a non-empty string, got {prefix!r}")
         if not isinstance(local, int) or isinstance(local, bool) or local < 0:
             raise ConfigError(f"local must be a non-negative int, got {local!r}")
+        if not isinstance(ack_timeout, (int, float)) or ack_timeout < 0:
+            raise ConfigError(f"ack_timeout must be >= 0 seconds, got {ack_timeout!r}")
         if not isinstance(local_ttl, (int, float)) or not local_ttl > 0:
             raise ConfigError(f"local_ttl must be a positive number of seconds, got {local_ttl!r}")
         self._redis = connect(url, db=db, timeout=timeout)
@@ -113,12 +121,16 @@ class RedisCache:
         self._local_ttl = float(local_ttl)
         self._local = MemoryCache(maxsize=local) if local else None
         self._generation = 0  # moved by every invalidation this process hears of
-        self._listener: Listener | None = None
-        if self._local is not None:
-            sub = connect(url, db=db, timeout=max(timeout, 5.0), health_check_interval=2)
-            self._listener = Listener(
-                sub, self.channel, self._heard, on_live=self._drop_local, on_lost=self._drop_local
-            )
+        self._ack_timeout = float(ack_timeout)
+        self._ack_channel = f"{prefix}ack:{self._origin}"
+        self._acks: dict[str, int] = {}
+        self._acked = threading.Condition()
+        channels = [self._ack_channel] + ([self.channel] if self._local is not None else [])
+        sub = connect(url, db=db, timeout=max(timeout, 5.0), health_check_interval=2)
+        self._listener: Listener | None = Listener(
+            sub, channels, self._heard, on_live=self._drop_local, on_lost=self._drop_local
+        )
+        self._listener.wait_live(timeout)  # usually at once; a Redis away costs ``timeout``
 
     @classmethod
     def from_url(cls, url: str, **kw: Any) -> RedisCache:
@@ -268,9 +280,8 @@ class RedisCache:
     def _drop(self, targets: list[tuple[str, str]]) -> int:
         keys = [self.prefix + kind + ":" + (_ns(v) if kind == "n" else v) for kind, v in targets]
         n = int(self._invalidate(keys=keys))
-        message = {"o": self._origin, "t": [v for k, v in targets if k == "t"]}
-        message["n"] = [v for k, v in targets if k == "n"]
-        self._redis.publish(self.channel, json.dumps(message))
+        tags = [v for k, v in targets if k == "t"]
+        self._publish({"t": tags, "n": [v for k, v in targets if k == "n"]})
         return n
 
     def _clear(self) -> None:
@@ -283,7 +294,28 @@ class RedisCache:
                 batch = []
         if batch:
             self._redis.unlink(*batch)
-        self._redis.publish(self.channel, json.dumps({"o": self._origin, "all": True}))
+        self._publish({"all": True})
+
+    def _publish(self, message: dict[str, Any]) -> None:
+        """Announce an invalidation; wait (``ack_timeout`` at most) until every listener applied it."""
+        mid = uuid.uuid4().hex
+        message.update(o=self._origin, i=mid)
+        with self._acked:
+            self._acks[mid] = 0
+        try:
+            listeners = int(self._redis.publish(self.channel, json.dumps(message)))
+            if not (listeners and self._listener is not None and self._listener.live):
+                return  # nobody to wait for, or our acks cannot reach us
+            deadline = time.monotonic() + self._ack_timeout
+            with self._acked:
+                while self._acks[mid] < listeners:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._acked.wait(left)
+        finally:
+            with self._acked:
+                del self._acks[mid]
 
     # -- the local layer -------------------------------------------------------------
 
@@ -323,13 +355,20 @@ class RedisCache:
     def _drop_local(self) -> None:
         self._forget_locally(None)
 
-    def _heard(self, data: bytes) -> None:
-        message = json.loads(data)
-        if message.get("o") == self._origin:
-            return  # ours: dropped already
-        if message.get("all"):
-            self._forget_locally(None)
+    def _heard(self, channel: str, data: bytes) -> None:
+        if channel == self._ack_channel:
+            mid = data.decode()
+            with self._acked:
+                if mid in self._acks:
+                    self._acks[mid] += 1
+                    self._acked.notify_all()
             return
-        targets = [("t", t) for t in message.get("t", ())]
-        targets += [("n", n) for n in message.get("n", ())]
-        self._forget_locally(targets)
+        message = json.loads(data)
+        if message.get("o") != self._origin:  # ours were dropped already
+            if message.get("all"):
+                self._forget_locally(None)
+            else:
+                targets = [("t", t) for t in message.get("t", ())]
+                targets += [("n", n) for n in message.get("n", ())]
+                self._forget_locally(targets)
+        self._redis.publish(f"{self.prefix}ack:{message['o']}", message["i"])

@@ -9,8 +9,8 @@ must cost a build almost nothing: clients are made with a short socket timeout a
 no retries (`connect`), and a `Breaker` skips Redis for ``retry_after`` seconds
 after a failure, so a dead server costs one timeout per period, not one per call.
 
-`Listener` is the one thread per subscriber: it subscribes to a channel, hands
-each message to a callback, and reconnects (with a growing pause, up to 2 s) when
+`Listener` is the one thread per subscriber: it subscribes to channels, hands
+each message (channel, data) to a callback, and reconnects (with a growing pause, up to 2 s) when
 the connection drops. It reports when the subscription is live and when it is
 lost, because what was published meanwhile was missed: the cache drops its local
 layer then, the wake-up wakes its runners once.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -122,7 +123,7 @@ class Breaker:
 
 
 class Listener:
-    """A daemon thread subscribed to ``channel``: messages to ``on_message``, reconnecting.
+    """A daemon thread subscribed to ``channels``: messages to ``on_message``, reconnecting.
 
     ``on_live`` runs each time a subscription is confirmed (the first and after every
     reconnect), ``on_lost`` each time the connection drops; callbacks run on the
@@ -133,14 +134,14 @@ class Listener:
     def __init__(
         self,
         client: Any,
-        channel: str,
-        on_message: Callable[[bytes], None],
+        channels: list[str],
+        on_message: Callable[[str, bytes], None],
         *,
         on_live: Callable[[], None] = lambda: None,
         on_lost: Callable[[], None] = lambda: None,
         name: str = "contextwright-redis-listener",
     ) -> None:
-        self.channel = channel
+        self.channels = list(channels)
         self._client = client
         self._on_message, self._on_live, self._on_lost = on_message, on_live, on_lost
         self._stop = threading.Event()
@@ -159,7 +160,14 @@ class Listener:
         return self._live.wait(timeout)
 
     def stop(self) -> None:
+        """End the thread: its blocking read is woken by shutting its socket down."""
         self._stop.set()
+        pubsub = self._pubsub
+        conn = getattr(pubsub, "connection", None)
+        sock = getattr(conn, "_sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
@@ -181,16 +189,21 @@ class Listener:
 
     def _session(self) -> None:
         self._pubsub = pubsub = self._client.pubsub()
-        pubsub.subscribe(self.channel)
+        pubsub.subscribe(*self.channels)
+        confirmed = 0
         while not self._stop.is_set():
             msg = pubsub.get_message(timeout=0.5)
             if msg is None:
                 continue
             if msg["type"] == "subscribe":
-                self._live.set()
-                _quietly(self._on_live)
+                confirmed += 1
+                if confirmed == len(self.channels):
+                    self._live.set()
+                    _quietly(self._on_live)
             elif msg["type"] == "message":
-                _quietly(self._on_message, msg["data"])
+                channel = msg["channel"]
+                channel = channel.decode() if isinstance(channel, bytes) else channel
+                _quietly(self._on_message, channel, msg["data"])
 
     def _close(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

@@ -80,7 +80,7 @@ class RedisWakeup:
                     self._url, db=self._db, timeout=max(self._timeout, 5.0), health_check_interval=2
                 )
                 self._listener = Listener(
-                    sub, self.channel, self._fire_all, on_live=self._on_live,
+                    sub, [self.channel], self._fire, on_live=self._on_live,
                     name="contextwright-redis-wakeup",
                 )  # fmt: skip
         done = False
@@ -121,10 +121,13 @@ class RedisWakeup:
 
     def _on_live(self) -> None:
         if self._was_live:  # back after a drop: a signal may have been missed
-            self._fire_all(b"")
+            self._fire_all()
         self._was_live = True
 
-    def _fire_all(self, _data: bytes) -> None:
+    def _fire(self, _channel: str, _data: bytes) -> None:
+        self._fire_all()
+
+    def _fire_all(self) -> None:
         with self._lock:
             callbacks = list(self._callbacks)
         for cb in callbacks:
