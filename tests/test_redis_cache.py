@@ -169,6 +169,36 @@ def test_no_cross_tenant_leak():
         c.close()
 
 
+def test_invalidated_tags_never_come_back():
+    c = _redis(1024)
+
+    @settings(max_examples=30)
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from("abc"), st.sampled_from("xyz"), st.sampled_from(["t1", "t2"])
+            ),
+            max_size=20,
+        )
+    )
+    def check(ops):
+        c.clear()
+        for ns, key, tag in ops:
+            c.set(ns, key, (ns, key, tag), ttl=60, tags={tag})
+        c.invalidate(tags=["t1"])
+        for ns, key, _tag in ops:
+            v = c.get(ns, key)
+            assert v is None or v == (ns, key, "t2")
+        left = list(c._redis.sscan_iter(c.prefix + "t:t1"))
+        assert left == []
+
+    try:
+        check()
+    finally:
+        c.clear()
+        c.close()
+
+
 def test_local_layer_serves_without_redis_and_drops_own_invalidations():
     c = _redis(1024)
     try:
@@ -188,7 +218,9 @@ def test_engine_takes_a_redis_url():
 
     engine = ContextEngine(cache=shared_url())
     assert isinstance(engine.cache, RedisCache)
-    engine.cache.close()
+    assert engine.cache.wait_listening(10)
+    engine.close()
+    assert not engine.cache.wait_listening(0)
     assert isinstance(open_cache(None), MemoryCache)
     with pytest.raises(ConfigError, match="cache"):
         ContextEngine(cache="memcached://x")

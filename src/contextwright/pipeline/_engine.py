@@ -142,6 +142,7 @@ class ContextEngine:
             inner if isinstance(inner, CachedCounter) else CachedCounter(inner)
         )
         self.cache: Cache = open_cache(cache)
+        self._owns_cache = isinstance(cache, str)
         self.locale = locale
         self.restate_goal = restate_goal
         self.goal_chars = goal_chars
@@ -399,6 +400,8 @@ class ContextEngine:
     def close(self) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.close()
+        if self._owns_cache:  # opened from a URL here: its connections are ours to close
+            getattr(self.cache, "close", lambda: None)()
 
     def invalidate(self, *tags: str, namespace: str | None = None) -> int:
         """Drop cached blocks by tag or namespace; returns how many.
