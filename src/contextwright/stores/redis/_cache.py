@@ -120,7 +120,7 @@ class RedisCache:
         self._origin = uuid.uuid4().hex
         self._local_ttl = float(local_ttl)
         self._local = MemoryCache(maxsize=local) if local else None
-        self._generation = 0  # moved by every invalidation this process hears of
+        self._generation = 0  # moved by every invalidation this process makes or hears of
         self._ack_timeout = float(ack_timeout)
         self._ack_channel = f"{prefix}ack:{self._origin}"
         self._acks: dict[str, int] = {}
@@ -219,13 +219,8 @@ class RedisCache:
         """Block until invalidations from other processes reach this one (True if they do)."""
         return self._listener is not None and self._listener.wait_live(timeout)
 
-    @property
-    def invalidations_heard(self) -> int:
-        """How many invalidations this process has heard of (its own and published ones)."""
-        return self._generation
-
     def close(self) -> None:
-        """Stop listening and close the connections (the cache then only misses)."""
+        """Stop listening, drop the local layer, close the connections."""
         if self._listener is not None:
             self._listener.stop()
             self._listener = None
