@@ -42,7 +42,7 @@ from ..model._units import iter_units_backwards
 from ..sources._base import Source
 from ..sources._state import ConversationState, Turn
 from ..sources._templates import Placement, templates_for
-from ..stores._cache import Cache, MemoryCache, cache_namespace
+from ..stores._cache import Cache, cache_namespace, open_cache
 from ..tokens._count import CachedCounter, TokenCounter
 from ..tokens._exact import default_counter
 from ..tokens._frame import (
@@ -81,6 +81,11 @@ class ContextEngine:
     system message after the history. The system prompt, pinned items and static
     blocks, written by the developer, stay in the system prefix either way.
 
+    ``cache`` is the block cache: a `Cache` (a `MemoryCache` by default) or a
+    ``redis://`` URL for the shared `RedisCache` (the ``redis`` extra). While its
+    server is away builds go on uncached and the receipt says so
+    (``cache_unavailable``).
+
     ``overhead`` is the request format's framing counted around each message: by
     default the most any supported provider adds, so a build fits its budget
     whichever provider it is rendered for; ``"openai"``, ``"responses"`` or
@@ -96,7 +101,7 @@ class ContextEngine:
         model: str | None = None,
         budget: Budget | int | None = None,
         counter: TokenCounter | None = None,
-        cache: Cache | None = None,
+        cache: Cache | str | None = None,
         locale: str = "en",
         restate_goal: bool = True,
         goal_chars: int = 200,
@@ -136,7 +141,8 @@ class ContextEngine:
         self.counter: TokenCounter = (
             inner if isinstance(inner, CachedCounter) else CachedCounter(inner)
         )
-        self.cache: Cache = cache if cache is not None else MemoryCache()
+        self.cache: Cache = open_cache(cache)
+        self._owns_cache = isinstance(cache, str)
         self.locale = locale
         self.restate_goal = restate_goal
         self.goal_chars = goal_chars
@@ -280,6 +286,9 @@ class ContextEngine:
         # 2. fetch
         allowance = max(1, int(weights["retrieved"] * limit))
         fetched = await fetch_all([s for s, _ in applicable], turn, allowance, self.cache)
+        if applicable and (down := getattr(self.cache, "unavailable", None)):
+            report.cache_unavailable = str(down)
+            report.warnings.append(f"shared cache unavailable, blocks fetched afresh: {down}")
         t2 = time.perf_counter()
 
         # 3. fit
@@ -391,6 +400,8 @@ class ContextEngine:
     def close(self) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.close()
+        if self._owns_cache:  # opened from a URL here: its connections are ours to close
+            getattr(self.cache, "close", lambda: None)()
 
     def invalidate(self, *tags: str, namespace: str | None = None) -> int:
         """Drop cached blocks by tag or namespace; returns how many.

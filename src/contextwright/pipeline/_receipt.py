@@ -69,6 +69,8 @@ class ContextReport:
     history_stopped: str = ""
     cache_hits: int = 0
     cache_misses: int = 0
+    # why the block cache's server (Redis) was skipped during this build, if it was
+    cache_unavailable: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     compaction: dict[str, Any] | None = None  # stateful builds: urgency, and what was compacted

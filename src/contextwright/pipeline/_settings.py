@@ -45,8 +45,10 @@ def check_settings(
         check_text(model, "model", empty_ok=False)
     if counter is not None and not callable(getattr(counter, "count", None)):
         raise ConfigError(f"counter must be a TokenCounter, got {type(counter).__name__}")
-    if cache is not None and not all(
-        callable(getattr(cache, m, None)) for m in ("get", "set", "invalidate")
+    if (
+        cache is not None
+        and not isinstance(cache, str)
+        and not all(callable(getattr(cache, m, None)) for m in ("get", "set", "invalidate"))
     ):
         raise ConfigError(f"cache must be a Cache, got {type(cache).__name__}")
     check_text(locale, "locale", empty_ok=False)

@@ -20,7 +20,12 @@ characters read as before: ``user_memory:acme/u1``.
 
 `Cache` is the narrow contract (get, set, invalidate, clear); `MemoryCache` is the
 in-process implementation, an LRU bounded by ``maxsize``. A shared cache for many
-workers (Redis) implements the same contract.
+workers (Redis) implements the same contract; `open_cache` turns what
+``ContextEngine(cache=…)`` was given (a `Cache`, None, or a ``redis://`` URL) into one.
+
+A cache may also have an ``unavailable`` attribute: None while it works, else why
+its backing server is being skipped (gets miss, sets are dropped). The engine reads
+it after the fetch and notes it in the receipt (``cache_unavailable``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError
 
-__all__ = ["Cache", "CacheStats", "MemoryCache", "cache_namespace", "user_memory_tag"]
+__all__ = [
+    "Cache",
+    "CacheStats",
+    "MemoryCache",
+    "cache_namespace",
+    "open_cache",
+    "user_memory_tag",
+]
 
 
 def _escape(part: str) -> str:
@@ -189,3 +201,22 @@ class MemoryCache:
                 keys.discard(k)
                 if not keys:
                     del self._by_tag[tag]
+
+
+def open_cache(cache: Cache | str | None) -> Cache:
+    """``cache`` itself, a new `MemoryCache` for None, a `RedisCache` for a ``redis://`` URL.
+
+    Any other string is a `ConfigError` naming ``cache``; the Redis cache needs the
+    ``redis`` extra (`MissingDependencyError` otherwise).
+    """
+    if cache is None:
+        return MemoryCache()
+    if isinstance(cache, str):
+        from .redis._client import is_redis_url
+
+        if not is_redis_url(cache):
+            raise ConfigError(f"cache: expected a Cache or a redis://… URL, got {cache!r:.80}")
+        from .redis import RedisCache
+
+        return RedisCache.from_url(cache)
+    return cache
