@@ -10,6 +10,8 @@ row written), with a deadline.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import math
 import os
 import selectors
 import signal
@@ -23,11 +25,16 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextwright._errors import ConfigError
+from contextwright.model._checks import unicode_problem
 from contextwright.stores import Job, MemoryJobs
 from contextwright.stores._runner import JobRunner
+from contextwright.stores.postgres._connect import open_async_pool
 from contextwright.stores.postgres._jobs import PostgresJobs
+from contextwright.stores.postgres._migrations import migrate_url
 from contextwright.stores.postgres._wakeup import PostgresWakeup
 
 WORKER = Path(__file__).with_name("pg_jobs_worker.py")
@@ -274,8 +281,80 @@ async def test_the_runner_notifies_unless_the_queue_does_it_itself():
     assert wakeup.notified == 2
 
 
+async def test_given_a_pool_the_queue_uses_it_and_leaves_it_open(pg_url):
+    migrate_url(pg_url)  # the pool's owner migrates (the conversation backend does)
+    pool = await open_async_pool(pg_url)
+    try:
+        jobs = PostgresJobs(pool)
+        job = await jobs.enqueue("effect", "a", {"x": 1}, tenant="t")
+        again = jobs.enqueue_now("effect", "a", {}, tenant="t")  # its own short connection
+        assert again == job
+        held = await jobs.claim(["effect"], worker="w", lease=5)
+        assert held is not None
+        await jobs.complete(held)
+        await jobs.aclose()
+        assert not pool.closed
+        async with pool.connection() as conn:
+            assert await (await conn.execute("SELECT count(*) FROM jobs")).fetchone() == (0,)
+    finally:
+        await pool.close()
+
+
 def test_postgres_jobs_refuses_what_is_not_a_url_or_a_pool():
     with pytest.raises(ConfigError, match="url_or_pool"):
         PostgresJobs(42)
     with pytest.raises(ConfigError, match="db"):
         PostgresJobs("sqlite:///x.db")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def test_payloads_and_names_read_back_as_written(pg_url):
+    """Whatever JSON the queue accepts (NUL characters, NaN, any key order) reads back equal;
+    a name PostgreSQL cannot store (a NUL in it) is refused naming the field, nothing written."""
+    loop = asyncio.new_event_loop()
+    jobs = PostgresJobs(pg_url)
+    numbers = itertools.count()
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(payload=st.dictionaries(st.text(max_size=8), JSON, max_size=5), name=st.text(min_size=1))
+    def roundtrip(payload: dict[str, Any], name: str) -> None:
+        if unicode_problem(name) is not None:
+            return
+        key, tenant = f"{next(numbers)}{name}", f"t{name}"
+        if "\x00" in name:
+            with pytest.raises(ConfigError, match="key"):
+                loop.run_until_complete(jobs.enqueue("effect", key, payload, tenant="t"))
+            with pytest.raises(ConfigError, match="tenant"):
+                loop.run_until_complete(jobs.enqueue("effect", "k", payload, tenant=tenant))
+            assert loop.run_until_complete(jobs.jobs(tenant=tenant)) == []
+            return
+        job = loop.run_until_complete(jobs.enqueue("effect", key, payload, tenant=tenant))
+        stored = [j for j in loop.run_until_complete(jobs.jobs(tenant=tenant)) if j.id == job.id]
+        assert stored == [job]
+        assert (job.key, job.tenant, job.payload) == (key, tenant, payload)
+
+    try:
+        roundtrip()
+        odd = {"nan": float("nan"), "nul": "a\x00b", "z": 1, "a": 2}
+        job = loop.run_until_complete(jobs.enqueue("odd", "odd", odd, tenant="u"))
+        (back,) = loop.run_until_complete(jobs.jobs(tenant="u"))
+        assert math.isnan(back.payload["nan"])
+        assert (back.payload["nul"], list(back.payload)) == ("a\x00b", ["a", "nan", "nul", "z"])
+        held = loop.run_until_complete(jobs.claim(["odd"], worker="w", lease=5))
+        assert held is not None
+        assert held.id == job.id
+        with pytest.raises(ConfigError, match="worker"):
+            loop.run_until_complete(jobs.claim(["odd"], worker="w\x00", lease=5))
+        failed = loop.run_until_complete(jobs.fail(held, "bad\x00byte", retry_in=0))
+        assert failed.error == "bad\ufffdbyte"  # a NUL in a message is shown, not refused
+    finally:
+        loop.run_until_complete(jobs.aclose())
+        loop.close()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -56,7 +57,7 @@ _COLUMNS = (
 )
 _INSERT = (
     "INSERT INTO jobs (tenant, kind, key, payload, state, max_attempts, run_after, owner, "
-    "created_at) VALUES (%s, %s, %s, %s::jsonb, 'pending', %s, %s, %s, %s) "
+    "created_at) VALUES (%s, %s, %s, %s, 'pending', %s, %s, %s, %s) "
     "ON CONFLICT (tenant, kind, key) WHERE state IN ('pending', 'running') DO NOTHING "
     f"RETURNING {_COLUMNS}"
 )
@@ -96,9 +97,23 @@ _NEXT_DUE = (
 _ACTIVE = "SELECT id FROM jobs WHERE id = ANY(%s) AND state IN ('pending', 'running')"
 
 
+def _no_nul(values: Mapping[str, object]) -> None:
+    """PostgreSQL text cannot hold NUL: refuse such a name up front, naming the field."""
+    for label, value in values.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise ConfigError(
+                f"{label} must not contain NUL characters (PostgreSQL text cannot hold them)"
+            )
+
+
+def _storable(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The kinds a stored job can have (none holds a NUL: see `_no_nul`)."""
+    return tuple(k for k in kinds if "\x00" not in k)
+
+
 def _job(row: Sequence[Any]) -> Job:
     return Job(
-        int(row[0]), row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+        int(row[0]), row[1], row[2], row[3], json.loads(row[4]), row[5], row[6], row[7], row[8],
         row[9], row[10], row[11], int(row[12]), row[13], row[14],
     )  # fmt: skip
 
@@ -197,6 +212,7 @@ class PostgresJobs:
         body = check_enqueue(kind, key, payload, tenant, run_after, max_attempts)
         if owner is not None:
             _rows.name(owner, "owner")
+        _no_nul({"kind": kind, "key": key, "tenant": tenant, "owner": owner})
         async with self._tx("enqueue") as conn:
             while True:
                 now = self.clock()
@@ -221,6 +237,7 @@ class PostgresJobs:
         body = check_enqueue(kind, key, payload, tenant, run_after, max_attempts)
         if owner is not None:
             _rows.name(owner, "owner")
+        _no_nul({"kind": kind, "key": key, "tenant": tenant, "owner": owner})
         if self._url:
             self._migrate_once()
         pg = psycopg()
@@ -244,9 +261,10 @@ class PostgresJobs:
                         return _job(row)
 
     async def claim(self, kinds: Sequence[str], *, worker: str, lease: float) -> Job | None:
-        names = check_claim(kinds, worker, lease)
+        names = _storable(check_claim(kinds, worker, lease))
         if not names:
             return None
+        _no_nul({"worker": worker})
         seconds = float(lease)
         async with self._tx("claim") as conn:
             while True:
@@ -288,7 +306,9 @@ class PostgresJobs:
     async def fail(self, job: Job, error: str, *, retry_in: float) -> Job:
         delay = check_fail(job, error, retry_in)
         async with self._tx("fail") as conn:
-            cur = await conn.execute(_FAIL, (self.clock() + delay, error, job.id, job.claim))
+            # an error message is a diagnostic: a NUL in it (PostgreSQL text has none) is shown as U+FFFD
+            text = error.replace("\x00", "\ufffd")
+            cur = await conn.execute(_FAIL, (self.clock() + delay, text, job.id, job.claim))
             row = await cur.fetchone()
             if row is None:
                 raise LeaseLostError(job.id, job.worker or "")
@@ -299,6 +319,8 @@ class PostgresJobs:
     ) -> list[Job]:
         if state is not None and state not in STATES:
             raise ConfigError(f"state must be one of {', '.join(STATES)}, got {state!r}")
+        if any("\x00" in v for v in (tenant, state, kind) if isinstance(v, str)):
+            return []  # no stored name holds a NUL (see `_no_nul`)
         where, params = [], []
         for column, value in (("tenant", tenant), ("state", state), ("kind", kind)):
             if value is not None:
@@ -312,7 +334,7 @@ class PostgresJobs:
             return [_job(r) for r in await cur.fetchall()]
 
     async def next_due(self, kinds: Sequence[str], *, worker: str, lease: float) -> float | None:
-        names = check_claim(kinds, worker, lease)
+        names = _storable(check_claim(kinds, worker, lease))
         if not names:
             return None
         async with self._tx("next_due") as conn:
