@@ -6,7 +6,7 @@ each job's effect happened and in which process.
 
 python pg_jobs_worker.py hold URL
     serve with a 1 s lease; the job with key ``stuck`` prints "started stuck" and never
-    finishes (the parent SIGKILLs the process). Prints "ready" once listening.
+    finishes (the parent SIGKILLs the process).
 python pg_jobs_worker.py drain URL GO_FILE
     wait until GO_FILE exists, serve with a 1 s lease until the queue has no job left,
     print "done N" (N: jobs this process ran) and exit.
@@ -61,8 +61,9 @@ async def main(mode: str, url: str, args: list[str]) -> None:
             await asyncio.sleep(0.001)
     runner.start()
     if mode in ("hold", "serve"):
-        assert jobs.wakeup.wait_listening(30), "never listening"
-        print("ready", flush=True)
+        if mode == "serve":  # (hold's runner may print before this: it starts with work due)
+            assert jobs.wakeup.wait_listening(30), "never listening"
+            print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.read)  # until killed, or stdin closes
     else:
         assert await runner.wait_all(timeout=60), "the queue never emptied"

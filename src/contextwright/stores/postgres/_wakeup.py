@@ -14,6 +14,7 @@ database, so workers on different databases never wake each other.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -63,8 +64,6 @@ class PostgresWakeup:
 
     async def notify(self) -> None:
         """Wake every listener on this database (best effort: never raises)."""
-        import asyncio
-
         await asyncio.to_thread(self.notify_now)
 
     def listen(self, callback: Callable[[], None]) -> Callable[[], None]:
