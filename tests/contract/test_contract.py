@@ -46,3 +46,21 @@ class TestSQLiteJobs(JobsContract):
 class TestMemoryJobs(JobsContract):
     def open_jobs(self, directory: Path, clock: Callable[[], float]) -> Jobs:
         return MemoryJobs(clock=clock)
+
+
+class TestPostgresJobs(JobsContract):
+    """The queue on a fresh database of the test PostgreSQL (tests/pg.py), dropped after."""
+
+    def open_jobs(self, directory: Path, clock: Callable[[], float]) -> Jobs:
+        from contextwright.stores.postgres._jobs import PostgresJobs
+        from tests import pg
+
+        return PostgresJobs(pg.create_database("cwjobs"), clock=clock)
+
+    async def close_jobs(self, jobs: Jobs) -> None:
+        from contextwright.stores.postgres._jobs import PostgresJobs
+        from tests import pg
+
+        assert isinstance(jobs, PostgresJobs)
+        await jobs.aclose()
+        pg.drop_database(jobs._url)

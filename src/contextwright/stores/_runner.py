@@ -18,6 +18,13 @@ has run (here or in another worker), and the process-local work given to
 thread outlives it. At interpreter exit open runners get ``exit_timeout``
 seconds (see ``_shutdown.py``); a job cut short keeps its lease until it runs
 out, and another worker (or the next process) takes it over.
+
+Across processes: given a ``wakeup`` (`Wakeup`: PostgreSQL LISTEN/NOTIFY, Redis
+pub/sub), a serving runner listens on it and is woken by other workers'
+enqueues, and its own enqueues notify it (unless the queue sends the signal
+itself, as `PostgresJobs` does inside its enqueue transaction: its ``wakeup``
+attribute is that wakeup). Without one, work from elsewhere is found at the
+next due time, as before.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import Any, TypeVar
 from .._errors import ConfigError, LeaseLostError
 from . import Job, Jobs
 from ._shutdown import at_shutdown
+from ._wakeup import Wakeup
 
 __all__ = ["Handler", "JobRunner", "block_on"]
 
@@ -77,6 +85,7 @@ class JobRunner:
         retry_cap: float = 300.0,
         exit_timeout: float = 5.0,
         thread_name: str = "contextwright-bg",
+        wakeup: Wakeup | None = None,
     ) -> None:
         if not handlers:
             raise ConfigError("handlers must name at least one job kind")
@@ -90,6 +99,8 @@ class JobRunner:
         self.retry_cap = _seconds(retry_cap, "retry_cap", positive=False)
         self.exit_timeout = _seconds(exit_timeout, "exit_timeout", positive=False)
         self.thread_name = thread_name
+        self.wakeup = wakeup
+        self._unlisten: Callable[[], None] | None = None
         self.clock: Callable[[], float] = getattr(jobs, "clock", time.time)
         self.queue_errors = 0  # errors of the queue itself (claim, complete...) met so far
         self._lock = threading.Lock()
@@ -132,6 +143,10 @@ class JobRunner:
             done = self._mine.get(job.id)
             if done is None:
                 done = self._mine[job.id] = concurrent.futures.Future()
+        if self._notifies():
+            assert self.wakeup is not None
+            with contextlib.suppress(Exception):  # a hint: the others poll anyway
+                await self.wakeup.notify()
         if self.inline:
             await self.run_due()
         else:
@@ -168,10 +183,18 @@ class JobRunner:
             done = self._mine.get(job.id)
             if done is None:
                 done = self._mine[job.id] = concurrent.futures.Future()
+        if self._notifies():
+            assert self.wakeup is not None
+            with contextlib.suppress(Exception):
+                block_on(self.wakeup.notify())
         if not self.inline:
             self.start()
             self._wake()
         return job, done
+
+    def _notifies(self) -> bool:
+        """Whether an enqueue must signal ``wakeup`` (not when the queue signals it itself)."""
+        return self.wakeup is not None and getattr(self.jobs, "wakeup", None) is not self.wakeup
 
     async def run_due(self) -> int:
         """Claim and run jobs until none is due now; how many ran."""
@@ -336,8 +359,27 @@ class JobRunner:
                 self._gen += 1
                 self._idle.clear()
         if start:
+            self._listen()
             asyncio.run_coroutine_threadsafe(self._serve(), loop)
         return loop
+
+    def _listen(self) -> None:
+        """Serving: be woken by other workers' enqueues (``wakeup``); never raises."""
+        if self.wakeup is None or self._unlisten is not None:
+            return
+        try:
+            self._unlisten = self.wakeup.listen(self._wake)
+        except Exception as exc:  # the queue is still polled at its next due time
+            self.queue_errors += 1
+            log.warning("job runner: could not listen for wake-ups: %s", exc)
+
+    def _stop_listening(self) -> None:
+        unlisten, self._unlisten = self._unlisten, None
+        if unlisten is not None:
+            try:
+                unlisten()
+            except Exception as exc:
+                log.warning("job runner: could not stop listening for wake-ups: %s", exc)
 
     def start(self) -> None:
         """Thread mode: start the thread, which takes what is due now (dead workers' jobs too)."""
@@ -403,6 +445,7 @@ class JobRunner:
         """
         with _open_lock:
             _open.discard(self)
+        self._stop_listening()
         deadline = time.monotonic() + timeout
         with self._lock:
             loop, thread = self._loop, self._thread
