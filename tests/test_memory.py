@@ -634,50 +634,53 @@ op = st.one_of(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=40), st.booleans())
 def test_no_memory_of_one_scope_is_ever_returned_for_another(ops, with_vectors):
-    ids: list[tuple[Scope, str]] = []
     with SQLiteMemoryStore(":memory:", embedder=ConceptEmbedder() if with_vectors else None) as s:
+        check_isolation(s, ops)
 
-        def check(scope: Scope, memories: list[Memory]) -> None:
-            for m in memories:
-                assert m.scope == scope
-                assert owner(m.content) == marker(scope)
 
-        for kind, si, word, extra in ops:
-            scope = SCOPES[si]
-            if kind == "add":
-                m = s.add(scope, f"{marker(scope)} {word}", key=extra)
-                ids.append((scope, m.id))
-            elif kind == "supersede" and ids:
-                own = [i for sc, i in ids if sc == scope]
-                if own:
-                    old = s.get(scope, own[extra % len(own)])
-                    if old is not None and old.live:
-                        ids.append(
-                            (scope, s.supersede(scope, old.id, f"{marker(scope)} {word} v2").id)
-                        )
-            elif kind in ("search", "similar"):
-                other = SCOPES[extra]
-                query = f"{word} {marker(other)}"  # ask for another scope's marker on purpose
-                if kind == "search":
-                    hits = s.search_sync(scope, query, limit=10, include_superseded=True)
-                else:
-                    hits = s.find_similar(scope, f"{marker(other)} {word}", threshold=0.0, limit=10)
-                check(scope, [h.memory for h in hits])
-            elif kind == "steal" and ids:
-                victim, mid = ids[extra % len(ids)]
-                if victim != scope:
-                    assert s.get(scope, mid) is None
-                    assert s.forget(scope, mid) is False
-                    assert s.set_active(scope, mid, False) is False
-                    assert s.update_importance(scope, mid, 1) is None
-                    with pytest.raises(InvalidMessageError):
-                        s.supersede(scope, mid, f"{marker(scope)} stolen")
-                    assert s.get(victim, mid) is not None
-            check(scope, s.top_sync(scope, 10))
-            check(scope, s.history(scope))
-        for scope in SCOPES:
-            check(scope, s.history(scope))
-            assert s.count(scope, include_superseded=True) == sum(1 for sc, _ in ids if sc == scope)
+def check_isolation(s, ops) -> None:
+    """Run ``ops`` on the empty store ``s``; every read returns its own scope's memories only."""
+    ids: list[tuple[Scope, str]] = []
+
+    def check(scope: Scope, memories: list[Memory]) -> None:
+        for m in memories:
+            assert m.scope == scope
+            assert owner(m.content) == marker(scope)
+
+    for kind, si, word, extra in ops:
+        scope = SCOPES[si]
+        if kind == "add":
+            m = s.add(scope, f"{marker(scope)} {word}", key=extra)
+            ids.append((scope, m.id))
+        elif kind == "supersede" and ids:
+            own = [i for sc, i in ids if sc == scope]
+            if own:
+                old = s.get(scope, own[extra % len(own)])
+                if old is not None and old.live:
+                    ids.append((scope, s.supersede(scope, old.id, f"{marker(scope)} {word} v2").id))
+        elif kind in ("search", "similar"):
+            other = SCOPES[extra]
+            query = f"{word} {marker(other)}"  # ask for another scope's marker on purpose
+            if kind == "search":
+                hits = s.search_sync(scope, query, limit=10, include_superseded=True)
+            else:
+                hits = s.find_similar(scope, f"{marker(other)} {word}", threshold=0.0, limit=10)
+            check(scope, [h.memory for h in hits])
+        elif kind == "steal" and ids:
+            victim, mid = ids[extra % len(ids)]
+            if victim != scope:
+                assert s.get(scope, mid) is None
+                assert s.forget(scope, mid) is False
+                assert s.set_active(scope, mid, False) is False
+                assert s.update_importance(scope, mid, 1) is None
+                with pytest.raises(InvalidMessageError):
+                    s.supersede(scope, mid, f"{marker(scope)} stolen")
+                assert s.get(victim, mid) is not None
+        check(scope, s.top_sync(scope, 10))
+        check(scope, s.history(scope))
+    for scope in SCOPES:
+        check(scope, s.history(scope))
+        assert s.count(scope, include_superseded=True) == sum(1 for sc, _ in ids if sc == scope)
 
 
 async def test_isolation_holds_in_the_rendered_prompt():

@@ -140,29 +140,31 @@ class PgHybrid:
             vector = self._nearest(conn, qvec, k, size=size, where=where, params=params)
         return Candidates(units, idfs, lexical, vector, dict(vector))
 
+    def nearest_sql(self, where: str, *, hnsw: bool) -> str:
+        """The vector query (parameters: vector, ``where``'s, vector, k): through the HNSW
+        index's expression, or exact (another expression, so the scope's btree is used)."""
+        a, key = self.alias, self.key
+        cast = self.space.cast if hnsw else "::vector"
+        return (
+            f"SELECT {a}.{key}, 1 - ({a}.embedding{cast} <=> %s{cast}) FROM {self.table} {a} "
+            f"WHERE {a}.embedding IS NOT NULL AND {where} "
+            f"ORDER BY {a}.embedding{cast} <=> %s{cast}"
+            + ("" if hnsw else f", {a}.{key}")
+            + " LIMIT %s"
+        )
+
     def _nearest(
         self, conn: Any, qvec: Vectors, k: int, *, size: int, where: str, params: Sequence[Any]
     ) -> list[tuple[int, float]]:
-        a, key = self.alias, self.key
         literal = vector_literal(qvec)
         if size > self.exact_max:
-            cast = self.space.cast
             conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, 4 * k))}")
-            rows = conn.execute(
-                f"SELECT {a}.{key}, 1 - ({a}.embedding{cast} <=> %s{cast}) FROM {self.table} {a} "
-                f"WHERE {a}.embedding IS NOT NULL AND {where} "
-                f"ORDER BY {a}.embedding{cast} <=> %s{cast} LIMIT %s",
-                [literal, *params, literal, k],
-            ).fetchall()
+            sql = self.nearest_sql(where, hnsw=True)
+            rows = conn.execute(sql, [literal, *params, literal, k]).fetchall()
             if len(rows) >= k:
                 return [(int(i), _finite(c)) for i, c in rows]
-        # exact: the expression differs from the index's, so the scope's btree is used
-        rows = conn.execute(
-            f"SELECT {a}.{key}, 1 - ({a}.embedding <=> %s::vector) AS c FROM {self.table} {a} "
-            f"WHERE {a}.embedding IS NOT NULL AND {where} "
-            f"ORDER BY {a}.embedding <=> %s::vector, {a}.{key} LIMIT %s",
-            [literal, *params, literal, k],
-        ).fetchall()
+        sql = self.nearest_sql(where, hnsw=False)
+        rows = conn.execute(sql, [literal, *params, literal, k]).fetchall()
         return [(int(i), _finite(c)) for i, c in rows]
 
     def cosine_sql(self, qvec: Vectors | None) -> tuple[str, list[Any]]:
