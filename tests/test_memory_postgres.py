@@ -95,7 +95,7 @@ def test_chinese_finds_chinese_through_tsvector(pg_url):
         s.add_many(A, ["我在上海工作", "喜欢喝绿茶", "住在北京", "I work in Shanghai"])
         assert [h.memory.content for h in s.search_sync(A, "上海")] == ["我在上海工作"]
         assert [h.memory.content for h in s.search_sync(A, "绿茶")] == ["喜欢喝绿茶"]
-        assert [h.memory.content for h in s.search_sync(A, "他住在哪里")][0] == "住在北京"
+        assert s.search_sync(A, "他住在哪里")[0].memory.content == "住在北京"
         with s._pool.connection() as conn:  # the bigrams are what the index holds
             (tsv,) = conn.execute(
                 "SELECT tsv::text FROM memories WHERE content = '喜欢喝绿茶'"
