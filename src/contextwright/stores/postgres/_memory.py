@@ -20,7 +20,8 @@ search ranks alike on both. What differs is where the work happens:
   another embedder is refused with `ConfigError` naming both; ``reembed`` fills in
   the vectors of memories written without one.
 - **Access statistics** are best effort, as in SQLite: one ``UPDATE`` with a 50 ms
-  lock timeout after the read, skipped on any error.
+  lock timeout and ``synchronous_commit = off`` after the read (a crash may lose
+  the last counts, never a memory), skipped on any error.
 - **Async**: ``search`` and ``top`` run the sync methods on the store's threads
   (``_base.py``).
 
@@ -238,7 +239,8 @@ class PostgresMemoryStore(PgWorkerStore):
             return
         try:
             with self._pool.connection(timeout=0.05) as conn, conn.transaction():
-                conn.execute("SET LOCAL lock_timeout = '50ms'")
+                # best effort: never wait for a lock, never for the WAL flush either
+                conn.execute("SET LOCAL lock_timeout = '50ms'; SET LOCAL synchronous_commit = off")
                 conn.execute(
                     "UPDATE memories SET accessed_at = %s, access_count = access_count + 1 "
                     "WHERE mid = ANY(%s)",
