@@ -1,5 +1,5 @@
 """Knowledge: chunking (headings, paragraphs, overlap, the token limit as a property),
-SQLiteKnowledgeStore (per tenant, re-ingest, experiences with an active flag), and
+the knowledge stores on every backend (SQLite, PostgreSQL: ``store_db``) (per tenant, re-ingest, experiences with an active flag), and
 retrieve_for_prompt with source and similarity, within its budget."""
 
 from __future__ import annotations
@@ -18,15 +18,18 @@ from contextwright.knowledge import (
     Passage,
     SQLiteKnowledgeStore,
     chunk_document,
+    open_knowledge_store,
     render_passages,
 )
-from contextwright.memory import Scope, SQLiteMemoryStore
+from contextwright.memory import Scope, open_memory_store
 from contextwright.sources import (
     ConversationState,
     RelevantKnowledgeSource,
     SimilarExperiencesSource,
 )
-from contextwright.stores import SQLiteStore
+from tests.store_backends import store_db
+
+__all__ = ["store_db"]  # the fixture, imported for pytest
 
 COUNTER = HeuristicCounter()
 
@@ -182,8 +185,8 @@ def test_every_chunk_fits_max_tokens(text, max_tokens, overlap_share, fmt):
 
 
 @pytest.fixture
-def store():
-    with SQLiteKnowledgeStore(":memory:", tenant="acme") as s:
+def store(store_db):
+    with open_knowledge_store(store_db, tenant="acme") as s:
         yield s
 
 
@@ -232,11 +235,11 @@ def test_ingest_file(tmp_path, store):
         store.ingest_file(tmp_path / "missing.md")
 
 
-def test_knowledge_is_per_tenant_in_one_file(tmp_path):
-    db = tmp_path / "k.db"
+def test_knowledge_is_per_tenant_in_one_file(store_db):
+    db = store_db
     with (
-        SQLiteKnowledgeStore(db, tenant="acme") as acme,
-        SQLiteKnowledgeStore(db, tenant="globex") as globex,
+        open_knowledge_store(db, tenant="acme") as acme,
+        open_knowledge_store(db, tenant="globex") as globex,
     ):
         acme.ingest("# Acme\n\nAcme pricing: 10 euros per seat", source="pricing.md")
         globex.ingest("# Globex\n\nGlobex pricing: 99 dollars per seat", source="pricing.md")
@@ -327,13 +330,13 @@ def test_retrieve_for_prompt_within_budget(budget, locale):
 # -- through the sources and the engine ---------------------------------------------------------------
 
 
-async def test_sources_render_knowledge_and_experiences_from_the_store(tmp_path):
-    db = SQLiteStore(tmp_path / "all.db")  # conversations, memories and knowledge: one file
-    knowledge = SQLiteKnowledgeStore(db, tenant="acme")
+async def test_sources_render_knowledge_and_experiences_from_the_store(store_db):
+    db = store_db  # memories and knowledge: one database
+    knowledge = open_knowledge_store(db, tenant="acme")
     knowledge.ingest(GUIDE, source="高才通计划申请指南")
     knowledge.add("先询问具体顾虑点,再针对性解答。", source="exp-1", category="experience")
     knowledge.add("不要提这个停用的经验。", source="exp-2", category="experience", active=False)
-    memory = SQLiteMemoryStore(db)
+    memory = open_memory_store(db)
     memory.add(Scope("acme", "alice"), "用户35岁", importance=90)
     engine = ContextEngine(
         sources=[
@@ -358,4 +361,3 @@ async def test_sources_render_knowledge_and_experiences_from_the_store(tmp_path)
     assert "停用" not in text
     knowledge.close()
     memory.close()
-    db.close()

@@ -1,7 +1,8 @@
-"""SQLiteMemoryStore: scoping, search in English and Chinese, weighting, supersession,
+"""SQLiteMemoryStore and PostgresMemoryStore: scoping, search in English and Chinese, weighting, supersession,
 near duplicates, embeddings spaces, the vector cache, and tenant isolation as a property.
 
-The store runs on real SQLite files (or ``:memory:``); embeddings come from a small
+The behaviour tests run on both backends (``store_db``: a real SQLite file or a
+fresh PostgreSQL database, opened by URL through `open_memory_store`); embeddings come from a small
 deterministic "concept" embedder (synonyms share a dimension) so that vector search
 is exercised without a model; the real model is tested in ``test_embed.py``.
 """
@@ -20,9 +21,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import ConfigError, ContextEngine, InvalidMessageError, Memory, Message
-from contextwright.memory import MemoryStore, Scope, SearchWeights, SQLiteMemoryStore, VectorIndex
+from contextwright.memory import (
+    MemoryStore,
+    Scope,
+    SearchWeights,
+    SQLiteMemoryStore,
+    VectorIndex,
+    open_memory_store,
+)
 from contextwright.sources import UserMemorySource
 from contextwright.stores import SQLiteStore
+from tests.store_backends import is_postgres, store_db
+
+__all__ = ["store_db"]  # the fixture, imported for pytest
 
 A = Scope("acme", "alice")
 B = Scope("acme", "bob")
@@ -72,8 +83,8 @@ def clock():
 
 
 @pytest.fixture
-def store(clock):
-    with SQLiteMemoryStore(":memory:", clock=clock) as s:
+def store(clock, store_db):
+    with open_memory_store(store_db, clock=clock) as s:
         yield s
 
 
@@ -228,9 +239,9 @@ def test_importance_and_recency_weigh_equal_matches(store, clock):
     )
 
 
-def test_weights_are_explained_by_the_formula(clock):
+def test_weights_are_explained_by_the_formula(clock, store_db):
     w = SearchWeights(importance=0.2, recency=0.2, half_life_days=30)
-    with SQLiteMemoryStore(":memory:", clock=clock, weights=w) as s:
+    with open_memory_store(store_db, clock=clock, weights=w) as s:
         s.add(A, "Plays chess", importance=0)
         clock.now += 30 * DAY
         (hit,) = s.search_sync(A, "chess")
@@ -302,8 +313,8 @@ def test_same_key_supersedes_in_one_write(store, clock):
     assert store.history(A, category="intent")[0].live
 
 
-def test_a_batch_may_supersede_its_own_items(clock):
-    with SQLiteMemoryStore(":memory:", embedder=ConceptEmbedder(), clock=clock) as s:
+def test_a_batch_may_supersede_its_own_items(clock, store_db):
+    with open_memory_store(store_db, embedder=ConceptEmbedder(), clock=clock) as s:
         s.add(A, "Drives a Toyota", key="car")
         assert contents(s.search_sync(A, "car")) == ["Drives a Toyota"]  # the vectors are cached
         s.add_many(A, [
@@ -356,14 +367,14 @@ def test_find_similar_catches_near_duplicates_before_any_llm(store):
     assert newer.live
 
 
-def test_find_similar_uses_cosine_with_an_embedder(clock):
-    with SQLiteMemoryStore(":memory:", embedder=ConceptEmbedder(), clock=clock) as s:
+def test_find_similar_uses_cosine_with_an_embedder(clock, store_db):
+    with open_memory_store(store_db, embedder=ConceptEmbedder(), clock=clock) as s:
         m = s.add(A, "has a daughter")
         hits = s.find_similar(A, "has a kid", threshold=0.9)
         assert [h.memory.id for h in hits] == [m.id]  # characters differ, concepts do not
 
 
-def test_forget_and_forget_scope(store):
+def test_forget_and_forget_scope(store, store_db):
     a = store.add(A, "Secret project Falcon")
     store.add(A, "Second secret about Falcon")
     b = store.add(B, "Bob's Falcon notes")
@@ -378,6 +389,13 @@ def test_forget_and_forget_scope(store):
     assert store.count(A) == 0
     assert [h.memory.id for h in store.search_sync(B, "Falcon")] == [b.id]
     # the index entries are gone too, not only the rows
+    if is_postgres(store_db):
+        with store._pool.connection() as pg:
+            (n,) = pg.execute(
+                "SELECT count(*) FROM memories WHERE tsv @@ plainto_tsquery('english', 'falcon')"
+            ).fetchone()
+        assert n == 1
+        return
     conn = store.db._conn
     assert conn is not None
     (n,) = conn.execute(
@@ -418,35 +436,35 @@ def test_same_file_as_the_conversations(tmp_path):
         assert conv.search("c1", "上海", tenant="acme")
 
 
-def test_a_different_embedder_is_refused(tmp_path):
-    db = tmp_path / "m.db"
-    with SQLiteMemoryStore(db, embedder=ConceptEmbedder()) as s:
+def test_a_different_embedder_is_refused(store_db):
+    db = store_db
+    with open_memory_store(db, embedder=ConceptEmbedder()) as s:
         s.add(A, "has a daughter")
     with pytest.raises(ConfigError, match=r"concepts-v1 \(64 dimensions\).*concepts-v2"):
-        SQLiteMemoryStore(db, embedder=ConceptEmbedder("concepts-v2"))
+        open_memory_store(db, embedder=ConceptEmbedder("concepts-v2"))
     with pytest.raises(ConfigError, match="32 dimensions"):
-        SQLiteMemoryStore(db, embedder=ConceptEmbedder(dimension=32))
-    with SQLiteMemoryStore(db) as lexical:  # no embedder: lexical search still works
+        open_memory_store(db, embedder=ConceptEmbedder(dimension=32))
+    with open_memory_store(db) as lexical:  # no embedder: lexical search still works
         assert contents(lexical.search_sync(A, "daughter")) == ["has a daughter"]
-    with SQLiteMemoryStore(db, embedder=ConceptEmbedder()) as same:
+    with open_memory_store(db, embedder=ConceptEmbedder()) as same:
         assert contents(same.search_sync(A, "kid")) == ["has a daughter"]
 
 
-def test_an_embedder_returning_the_wrong_shape_is_refused(clock):
+def test_an_embedder_returning_the_wrong_shape_is_refused(clock, store_db):
     class Broken(ConceptEmbedder):
         def embed(self, texts):
             return np.ones((len(texts), 3), dtype=np.float32)
 
     with (
-        SQLiteMemoryStore(":memory:", embedder=Broken(), clock=clock) as s,
+        open_memory_store(store_db, embedder=Broken(), clock=clock) as s,
         pytest.raises(ConfigError, match="shape"),
     ):
         s.add(A, "x")
 
 
-def test_hybrid_search_finds_synonyms_and_keeps_lexical_hits(clock):
+def test_hybrid_search_finds_synonyms_and_keeps_lexical_hits(clock, store_db):
     emb = ConceptEmbedder()
-    with SQLiteMemoryStore(":memory:", embedder=emb, clock=clock) as s:
+    with open_memory_store(store_db, embedder=emb, clock=clock) as s:
         s.add_many(A, ["Has a daughter called Mia", "Drives a Toyota", "Zyxt code word"])
         s.add(B, "Bob has a son")
         assert contents(s.search_sync(A, "tell me about her kid"))[0] == "Has a daughter called Mia"
@@ -463,28 +481,27 @@ def test_hybrid_search_finds_synonyms_and_keeps_lexical_hits(clock):
         assert emb.calls == calls + 1
 
 
-def test_explicit_embeddings_and_reembed(clock):
+def test_explicit_embeddings_and_reembed(clock, store_db):
     emb = ConceptEmbedder()
-    with SQLiteMemoryStore(":memory:", embedder=emb, clock=clock) as s:
+    with open_memory_store(store_db, embedder=emb, clock=clock) as s:
         vec = emb.embed(["likes coffee"])[0]
         s.add(A, "Prefers espresso", embedding=vec * 3)  # normalised by the store
         assert contents(s.search_sync(A, "coffee drink"))[0] == "Prefers espresso"
         with pytest.raises(ConfigError):
             s.add(A, "bad", embedding=np.ones(5))
-    with SQLiteStore(":memory:") as db:
-        plain = SQLiteMemoryStore(db, clock=clock)
-        plain.add(A, "Has a son")
-        hybrid = SQLiteMemoryStore(db, embedder=emb, clock=clock)
-        assert hybrid.reembed(A) == 1
-        assert hybrid.reembed(A) == 0
-        assert contents(hybrid.search_sync(A, "kids"))[0] == "Has a son"
+    with open_memory_store(store_db, clock=clock) as plain:  # same database, no embedder
+        plain.add(B, "Has a son")
+        with open_memory_store(store_db, embedder=emb, clock=clock) as hybrid:
+            assert hybrid.reembed(B) == 1
+            assert hybrid.reembed(B) == 0
+            assert contents(hybrid.search_sync(B, "kids"))[0] == "Has a son"
 
 
-def test_vector_cache_follows_writes_of_this_and_other_stores(tmp_path, clock):
-    db = tmp_path / "m.db"
+def test_vector_cache_follows_writes_of_this_and_other_stores(store_db, clock):
+    db = store_db
     emb = ConceptEmbedder()
-    one = SQLiteMemoryStore(db, embedder=emb, clock=clock)
-    two = SQLiteMemoryStore(db, embedder=emb, clock=clock)
+    one = open_memory_store(db, embedder=emb, clock=clock)
+    two = open_memory_store(db, embedder=emb, clock=clock)
     first = one.add(A, "Has a daughter", key="children")
     assert contents(one.search_sync(A, "kid")) == ["Has a daughter"]  # the cache is loaded
     one.add(A, "Drives a Toyota")  # applied to the cache in place
@@ -531,7 +548,7 @@ def test_vector_index_binary_prefilter_matches_exact_search():
 # -- async, and the event loop ----------------------------------------------------------------------
 
 
-async def test_async_protocol_runs_off_the_event_loop(clock):
+async def test_async_protocol_runs_off_the_event_loop(clock, store_db):
     """A search's embedding runs on a worker thread while the loop runs other tasks.
 
     The embedder waits, off the loop, until a task on the loop has run after it
@@ -552,7 +569,7 @@ async def test_async_protocol_runs_off_the_event_loop(clock):
             return super().embed(texts)
 
     embedder = Blocking()
-    with SQLiteMemoryStore(":memory:", embedder=embedder, clock=clock) as s:
+    with open_memory_store(store_db, embedder=embedder, clock=clock) as s:
         s.add(A, "Has a daughter", importance=80)
         assert isinstance(s, MemoryStore)
         embedder.armed = True
@@ -571,8 +588,8 @@ async def test_async_protocol_runs_off_the_event_loop(clock):
     assert seen["thread"] != threading.get_ident()
 
 
-async def test_user_memory_source_reads_the_sqlite_store(clock):
-    with SQLiteMemoryStore(":memory:", clock=clock) as s:
+async def test_user_memory_source_reads_the_store(clock, store_db):
+    with open_memory_store(store_db, clock=clock) as s:
         s.add(A, "用户35岁,本科学历", importance=90)
         s.add(A, "Likes green tea", category="preference", importance=40)
         s.add(B, "Bob's secret", importance=100)
@@ -617,50 +634,53 @@ op = st.one_of(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=40), st.booleans())
 def test_no_memory_of_one_scope_is_ever_returned_for_another(ops, with_vectors):
-    ids: list[tuple[Scope, str]] = []
     with SQLiteMemoryStore(":memory:", embedder=ConceptEmbedder() if with_vectors else None) as s:
+        check_isolation(s, ops)
 
-        def check(scope: Scope, memories: list[Memory]) -> None:
-            for m in memories:
-                assert m.scope == scope
-                assert owner(m.content) == marker(scope)
 
-        for kind, si, word, extra in ops:
-            scope = SCOPES[si]
-            if kind == "add":
-                m = s.add(scope, f"{marker(scope)} {word}", key=extra)
-                ids.append((scope, m.id))
-            elif kind == "supersede" and ids:
-                own = [i for sc, i in ids if sc == scope]
-                if own:
-                    old = s.get(scope, own[extra % len(own)])
-                    if old is not None and old.live:
-                        ids.append(
-                            (scope, s.supersede(scope, old.id, f"{marker(scope)} {word} v2").id)
-                        )
-            elif kind in ("search", "similar"):
-                other = SCOPES[extra]
-                query = f"{word} {marker(other)}"  # ask for another scope's marker on purpose
-                if kind == "search":
-                    hits = s.search_sync(scope, query, limit=10, include_superseded=True)
-                else:
-                    hits = s.find_similar(scope, f"{marker(other)} {word}", threshold=0.0, limit=10)
-                check(scope, [h.memory for h in hits])
-            elif kind == "steal" and ids:
-                victim, mid = ids[extra % len(ids)]
-                if victim != scope:
-                    assert s.get(scope, mid) is None
-                    assert s.forget(scope, mid) is False
-                    assert s.set_active(scope, mid, False) is False
-                    assert s.update_importance(scope, mid, 1) is None
-                    with pytest.raises(InvalidMessageError):
-                        s.supersede(scope, mid, f"{marker(scope)} stolen")
-                    assert s.get(victim, mid) is not None
-            check(scope, s.top_sync(scope, 10))
-            check(scope, s.history(scope))
-        for scope in SCOPES:
-            check(scope, s.history(scope))
-            assert s.count(scope, include_superseded=True) == sum(1 for sc, _ in ids if sc == scope)
+def check_isolation(s, ops) -> None:
+    """Run ``ops`` on the empty store ``s``; every read returns its own scope's memories only."""
+    ids: list[tuple[Scope, str]] = []
+
+    def check(scope: Scope, memories: list[Memory]) -> None:
+        for m in memories:
+            assert m.scope == scope
+            assert owner(m.content) == marker(scope)
+
+    for kind, si, word, extra in ops:
+        scope = SCOPES[si]
+        if kind == "add":
+            m = s.add(scope, f"{marker(scope)} {word}", key=extra)
+            ids.append((scope, m.id))
+        elif kind == "supersede" and ids:
+            own = [i for sc, i in ids if sc == scope]
+            if own:
+                old = s.get(scope, own[extra % len(own)])
+                if old is not None and old.live:
+                    ids.append((scope, s.supersede(scope, old.id, f"{marker(scope)} {word} v2").id))
+        elif kind in ("search", "similar"):
+            other = SCOPES[extra]
+            query = f"{word} {marker(other)}"  # ask for another scope's marker on purpose
+            if kind == "search":
+                hits = s.search_sync(scope, query, limit=10, include_superseded=True)
+            else:
+                hits = s.find_similar(scope, f"{marker(other)} {word}", threshold=0.0, limit=10)
+            check(scope, [h.memory for h in hits])
+        elif kind == "steal" and ids:
+            victim, mid = ids[extra % len(ids)]
+            if victim != scope:
+                assert s.get(scope, mid) is None
+                assert s.forget(scope, mid) is False
+                assert s.set_active(scope, mid, False) is False
+                assert s.update_importance(scope, mid, 1) is None
+                with pytest.raises(InvalidMessageError):
+                    s.supersede(scope, mid, f"{marker(scope)} stolen")
+                assert s.get(victim, mid) is not None
+        check(scope, s.top_sync(scope, 10))
+        check(scope, s.history(scope))
+    for scope in SCOPES:
+        check(scope, s.history(scope))
+        assert s.count(scope, include_superseded=True) == sum(1 for sc, _ in ids if sc == scope)
 
 
 async def test_isolation_holds_in_the_rendered_prompt():
@@ -681,7 +701,8 @@ async def test_isolation_holds_in_the_rendered_prompt():
                         assert marker(other) not in prompt.replace(query, "")
 
 
-def test_raw_sql_sees_scopes_stored_once(store):
+def test_raw_sql_sees_scopes_stored_once():
+    store = SQLiteMemoryStore(":memory:")
     store.add(A, "x")
     store.add(A, "y")
     conn = store.db._conn
@@ -689,3 +710,4 @@ def test_raw_sql_sees_scopes_stored_once(store):
     assert conn.execute("SELECT tenant, user, namespace, size FROM memory_scopes").fetchall() == [
         ("acme", "alice", "", 2)
     ]
+    store.close()

@@ -1,4 +1,4 @@
-"""The background memory writer over the real `SQLiteMemoryStore`.
+"""The background memory writer over the real stores (SQLite and PostgreSQL: ``store_db``).
 
 What it promises: `submit` never makes the caller wait (measured while the extractor
 sleeps); exact and near duplicates are not written twice; a new value of a keyed fact
@@ -16,11 +16,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
 from contextwright import ContextEngine, Conversations, HeuristicCounter, Message, Scope, UserError
-from contextwright.memory import Extracted, RuleExtractor, SQLiteMemoryStore
+from contextwright.memory import Extracted, RuleExtractor, SQLiteMemoryStore, open_memory_store
 from contextwright.service._memory_writer import (
     MemoryWriter,
     MemoryWriterStore,
@@ -29,6 +30,9 @@ from contextwright.service._memory_writer import (
 )
 from contextwright.sources import UserMemorySource
 from contextwright.stores import SQLiteStore
+from tests.store_backends import store_db
+
+__all__ = ["store_db"]  # the fixture, imported for pytest
 
 SCOPE = Scope("acme", "alice")
 
@@ -94,9 +98,9 @@ class Broken:
 
 
 @pytest.fixture
-def store() -> Iterator[SQLiteMemoryStore]:
-    s = SQLiteMemoryStore(":memory:")
-    yield s
+def store(store_db: Any) -> Iterator[SQLiteMemoryStore]:
+    s = open_memory_store(store_db)  # SQLite or PostgreSQL (tests/store_backends.py)
+    yield s  # type: ignore[misc]
     s.close()
 
 

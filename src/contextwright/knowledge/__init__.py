@@ -11,13 +11,16 @@
 This package is the knowledge part's public face. The pieces live where the
 layering puts them: `Passage`, `KnowledgeHit`, the async `KnowledgeStore` protocol
 and `InMemoryKnowledgeStore` in `stores/_knowledge.py`; `SQLiteKnowledgeStore`
-and `KnowledgeView` in `stores/sqlite/`; `chunk_document` in `text/_chunk.py`;
+and `KnowledgeView` in `stores/sqlite/`; `PostgresKnowledgeStore` in
+`stores/postgres/` (imported on first use; `open_knowledge_store` picks the
+backend by path or URL); `chunk_document` in `text/_chunk.py`;
 `render_passages` (passages as prompt text under a token budget) in
 `stores/_knowledge_render.py`.
 """
 
 from ..stores._knowledge import InMemoryKnowledgeStore, KnowledgeHit, KnowledgeStore, Passage
 from ..stores._knowledge_render import render_passages
+from ..stores._open import open_knowledge_store
 from ..stores.sqlite._knowledge import KnowledgeView, SQLiteKnowledgeStore
 from ..text._chunk import Chunk, chunk_document
 
@@ -28,7 +31,18 @@ __all__ = [
     "KnowledgeStore",
     "KnowledgeView",
     "Passage",
+    "PostgresKnowledgeStore",
     "SQLiteKnowledgeStore",
     "chunk_document",
+    "open_knowledge_store",
     "render_passages",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # PostgresKnowledgeStore on first use (see contextwright.memory).
+    if name == "PostgresKnowledgeStore":
+        from ..stores.postgres._knowledge import PostgresKnowledgeStore
+
+        return PostgresKnowledgeStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,9 @@ conversation says about the user, by rules (`_extract`, with the tables in `_rul
 and `_rules_zh`) or by a model (`_extract_llm`), as `Extracted` records (`_extracted`).
 The rest lives where the layering puts it: the records and the async
 `MemoryStore` protocol in `stores/_memory.py`, `SQLiteMemoryStore` in
-`stores/sqlite/`, the hybrid-search formulas in `text/`, the embedders in `llm/`,
+`stores/sqlite/`, `PostgresMemoryStore` in `stores/postgres/` (imported on first
+use, so importing this package never imports psycopg; `open_memory_store` picks
+the backend by path or URL), the hybrid-search formulas in `text/`, the embedders in `llm/`,
 and the background `MemoryWriter` in `service/` (exported by `contextwright`).
 """
 
@@ -24,6 +26,7 @@ from ..llm._embed import (
 )
 from ..stores._cache import user_memory_tag
 from ..stores._memory import CATEGORIES, InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
+from ..stores._open import open_memory_store
 from ..stores.sqlite._memory import SQLiteMemoryStore
 from ..text._scores import SearchWeights
 from ..text._vectors import VectorIndex
@@ -43,6 +46,7 @@ __all__ = [
     "MemoryHit",
     "MemoryStore",
     "OpenAICompatibleEmbedder",
+    "PostgresMemoryStore",
     "RuleExtractor",
     "SQLiteMemoryStore",
     "Scope",
@@ -52,5 +56,16 @@ __all__ = [
     "bundled_minilm_path",
     "dedupe_key",
     "normalize_rows",
+    "open_memory_store",
     "user_memory_tag",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # PostgresMemoryStore on first use: its module needs no psycopg to import, but it
+    # is only worth loading for a PostgreSQL URL.
+    if name == "PostgresMemoryStore":
+        from ..stores.postgres._memory import PostgresMemoryStore
+
+        return PostgresMemoryStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

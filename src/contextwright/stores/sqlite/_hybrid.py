@@ -44,52 +44,16 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from ...llm._embed import Vectors
 from ...text._query import Unit
-from ...text._scores import SearchWeights, coverage, idf
+from ...text._scores import idf
+from .._candidates import Candidates
 from ._vectors import SpaceGuard, VectorCache
 
 __all__ = ["Candidates", "HybridIndex", "TextIndex"]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    """What one query found: the lexical candidates (BM25 where computed, in rank
-    order), the vector ones (best first), every candidate's cosine, the units' IDFs."""
-
-    units: list[Unit]
-    idfs: list[float]
-    lexical: dict[int, float | None]
-    vector: list[tuple[int, float]]
-    cosines: dict[int, float]
-
-    @property
-    def ids(self) -> set[int]:
-        return {*self.lexical, *self.cosines}
-
-    def scored(
-        self,
-        rows: Iterable[Any],
-        weights: SearchWeights,
-        text_of: Callable[[Any], str],
-        floor: float,
-    ) -> list[tuple[float, Any]]:
-        """``(relevance, row)`` of the rows (ids first) relevant and at least ``floor``, in order."""
-        lex_rank = {i: r for r, i in enumerate(self.lexical)}
-        vec_rank = {i: r for r, (i, _) in enumerate(self.vector)}
-        out: list[tuple[float, Any]] = []
-        for row in rows:
-            rel = weights.relevance(
-                coverage(self.units, self.idfs, text_of(row)), self.cosines.get(row[0]),
-                lexical_rank=lex_rank.get(row[0]), vector_rank=vec_rank.get(row[0]),
-            )  # fmt: skip
-            if rel > 0.0 and rel >= floor:
-                out.append((rel, row))
-        return out
 
 
 class HybridIndex:

@@ -1,0 +1,315 @@
+"""`PostgresMemoryStore`: long-term memory on PostgreSQL + pgvector, for many workers.
+
+The same public API and semantics as `SQLiteMemoryStore` (``sqlite/_memory.py``):
+the same validators (``stores/_memory.py``), the same row conversion, the same
+candidate scoring (`Candidates.scored`) and weighting (`weighted_score`), so a
+search ranks alike on both. What differs is where the work happens:
+
+- **Scope in SQL.** Reads join ``memory_scopes`` on tenant, user and namespace, or
+  use the ``sid`` such a statement returned in the same transaction; the rows of a
+  search are fetched through that join again. Writes lock the scope row first
+  (``_memory_rows.py`` `lock_scope`), which serialises writes to one scope across
+  workers.
+- **Search in the database** (``_hybrid.py``): tsvector + GIN for the lexical
+  candidates (CJK as bigrams, as SQLite), pgvector for the vector ones (exact for
+  a scope of <= ``exact_max`` rows, HNSW above). There is no process-local vector
+  cache to keep current, so another worker's write is seen by the next search
+  with no version check.
+- **One embedding space** per database (``_space.py``): the first vector records
+  model and dimension and creates the HNSW index on ``embedding::vector(d)``;
+  another embedder is refused with `ConfigError` naming both; ``reembed`` fills in
+  the vectors of memories written without one.
+- **Access statistics** are best effort, as in SQLite: one ``UPDATE`` with a 50 ms
+  lock timeout and ``synchronous_commit = off`` after the read (a crash may lose
+  the last counts, never a memory), skipped on any error.
+- **Async**: ``search`` and ``top`` run the sync methods on the store's threads
+  (``_base.py``).
+
+The writes live in ``_memory_writes.py``, listed in the class body one line each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..._errors import InvalidMessageError
+from ...llm._embed import Embedder, Vectors
+from ...text._query import Unit, query_units
+from ...text._scores import SearchWeights, fingerprint, shingle_similarity, weighted_score
+from .._candidates import Candidates
+from .._memory import (
+    Memory,
+    MemoryHit,
+    Scope,
+    check_category,
+    check_content,
+    check_key,
+    check_limit,
+    check_score,
+)
+from . import _memory_writes as _writes
+from ._base import PgWorkerStore
+from ._hybrid import PgHybrid, add_cosines
+from ._memory_rows import (
+    COLUMNS,
+    FROM,
+    IN_SCOPE,
+    LIVE,
+    categories_sql,
+    memory_from_row,
+    scope_params,
+    scope_sid,
+)
+from ._space import PgSpace
+
+__all__ = ["PostgresMemoryStore"]
+
+
+class PostgresMemoryStore(PgWorkerStore):
+    """Scoped long-term memory with hybrid search on PostgreSQL (see the module docstring).
+
+    ``db`` is a ``postgresql://…`` URL (the store opens a pool of ``max_size``
+    connections and closes it) or an open `psycopg_pool.ConnectionPool` to share.
+    ``embedder``, ``clock`` and ``weights`` as for `SQLiteMemoryStore`;
+    ``exact_max``: up to this many rows a scope's vectors are searched exactly,
+    above it through the HNSW index. ``migrate=False`` refuses a database whose
+    schema is behind instead of migrating it.
+    """
+
+    thread_name = "contextwright-pg-memory"
+
+    def __init__(
+        self,
+        db: Any,
+        *,
+        embedder: Embedder | None = None,
+        clock: Callable[[], float] = time.time,
+        weights: SearchWeights | None = None,
+        exact_max: int = 8_192,
+        migrate: bool = True,
+        max_size: int = 4,
+    ) -> None:
+        self._open(db, apply_migrations=migrate, max_size=max_size)
+        self.embedder = embedder
+        self.clock = clock
+        self.weights = weights or SearchWeights()
+        self.exact_max = exact_max
+        try:
+            self.space = PgSpace(self._pool, "memory", "memories", embedder)
+        except BaseException:
+            self._abandon()
+            raise
+        self._hybrid = PgHybrid(
+            self.space, table="memories", alias="m", key="mid", exact_max=exact_max
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresMemoryStore({self.where!r}, embedder={self.embedder!r})"
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get(self, scope: Scope, id: str) -> Memory | None:
+        params = scope_params(scope)
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT {COLUMNS} {FROM} WHERE {IN_SCOPE} AND m.id = %s", (*params, id)
+            ).fetchone()
+        return None if row is None else memory_from_row(row)
+
+    def count(self, scope: Scope, *, include_superseded: bool = False) -> int:
+        """How many memories ``scope`` holds (live ones, unless asked for all)."""
+        live = "" if include_superseded else f" AND {LIVE}"
+        params = scope_params(scope)
+        with self._conn() as conn:
+            (n,) = conn.execute(f"SELECT count(*) {FROM} WHERE {IN_SCOPE}{live}", params).fetchone()
+        return int(n)
+
+    def history(
+        self, scope: Scope, key: str | None = None, category: str | None = None
+    ) -> list[Memory]:
+        """Every memory of ``scope`` (superseded and inactive too), oldest first."""
+        sql, params = f"SELECT {COLUMNS} {FROM} WHERE {IN_SCOPE}", list(scope_params(scope))
+        if key is not None:
+            check_key(key)
+            sql, params = sql + " AND m.key = %s", [*params, key]
+        if category is not None:
+            sql, params = sql + " AND m.category = %s", [*params, check_category(category)]
+        with self._conn() as conn:
+            rows = conn.execute(sql + " ORDER BY m.created_at, m.mid", params).fetchall()
+        return [memory_from_row(r) for r in rows]
+
+    def top_sync(
+        self, scope: Scope, limit: int, *, categories: Sequence[str] | None = None
+    ) -> list[Memory]:
+        """The live memories of ``scope`` by importance, then the newest first."""
+        n = check_limit(limit)
+        params = scope_params(scope)
+        cats, cat_params = categories_sql(categories)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {COLUMNS} {FROM} WHERE {IN_SCOPE} AND {LIVE}{cats} "
+                "ORDER BY m.importance DESC, m.created_at DESC, m.mid DESC LIMIT %s",
+                (*params, *cat_params, n),
+            ).fetchall()
+        return [memory_from_row(r) for r in rows]
+
+    def search_sync(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        limit: int = 5,
+        categories: Sequence[str] | None = None,
+        min_score: float = 0.0,
+        include_superseded: bool = False,
+        now: float | None = None,
+    ) -> list[MemoryHit]:
+        """The memories of ``scope`` most relevant to ``query``, best first (hybrid).
+
+        ``min_score`` applies to the relevance (lexical/semantic similarity, 0..1),
+        before importance and recency weigh in; ``score`` is the weighted value.
+        """
+        if not isinstance(query, str):
+            raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
+        scope_params(scope)
+        n = check_limit(limit)
+        floor = check_score(min_score, "min_score")
+        if n == 0 or not query.strip():
+            return []
+        qvec = self.space.query_vector(query)
+        found = self._candidates(
+            scope, query_units(query), qvec, max(4 * n, 32), categories, include_superseded
+        )
+        if found is None:
+            return []
+        rows, cands = found
+        when = self.clock() if now is None else now
+        scored = [
+            (weighted_score(rel, row[7], when - row[9], self.weights), rel, row[0], row)
+            for rel, row in cands.scored(rows, self.weights, lambda r: r[18], floor)
+        ]
+        scored.sort(key=lambda h: (-h[0], -h[2]))
+        hits = [(s, r, mid, memory_from_row(row)) for s, r, mid, row in scored[:n]]
+        self._touch([h[2] for h in hits], when)
+        return [
+            MemoryHit(
+                dataclasses.replace(m, accessed_at=when, access_count=m.access_count + 1), s, r
+            )
+            for s, r, _, m in hits
+        ]
+
+    def _candidates(
+        self,
+        scope: Scope,
+        units: list[Unit],
+        qvec: Vectors | None,
+        k: int,
+        categories: Sequence[str] | None,
+        include_superseded: bool,
+    ) -> tuple[list[Any], Candidates] | None:
+        """The rows of the lexical and vector candidates, and what found them."""
+        cats, cat_params = categories_sql(categories)
+        live = " AND m.active" + ("" if include_superseded else " AND m.superseded_by IS NULL")
+        with self._conn() as conn, conn.transaction():
+            found = scope_sid(conn, scope)
+            if found is None:
+                return None
+            sid, size = found
+            cands = self._hybrid.candidates(
+                conn, units, qvec, k, size=size, where=f"m.sid = %s{live}{cats}",
+                params=(sid, *cat_params),
+            )  # fmt: skip
+            if not cands.ids:
+                return [], cands
+            cos, cos_params = self._hybrid.cosine_sql(qvec)
+            rows = conn.execute(
+                f"SELECT {COLUMNS}, {cos} {FROM} WHERE {IN_SCOPE}{live}{cats} AND m.mid = ANY(%s)",
+                (*cos_params, *scope_params(scope), *cat_params, sorted(cands.ids)),
+            ).fetchall()
+        add_cosines(cands, rows)
+        return rows, cands
+
+    def _touch(self, mids: list[int], when: float) -> None:
+        """Best-effort access statistics (see the module docstring)."""
+        if not mids or self._closed:
+            return
+        try:
+            with self._pool.connection(timeout=0.05) as conn, conn.transaction():
+                # best effort: never wait for a lock, never for the WAL flush either
+                conn.execute("SET LOCAL lock_timeout = '50ms'; SET LOCAL synchronous_commit = off")
+                conn.execute(
+                    "UPDATE memories SET accessed_at = %s, access_count = access_count + 1 "
+                    "WHERE mid = ANY(%s)",
+                    (when, mids),
+                )
+        except Exception:  # busy, or the pool is: the statistics can wait
+            pass
+
+    def find_similar(
+        self,
+        scope: Scope,
+        content: str,
+        *,
+        category: str | None = None,
+        threshold: float = 0.85,
+        limit: int = 5,
+    ) -> list[MemoryHit]:
+        """Live memories of ``scope`` that say nearly the same as ``content``, most similar first.
+
+        As `SQLiteMemoryStore.find_similar`: the same normalised text scores 1.0;
+        otherwise the larger of the character-trigram Jaccard similarity and, with an
+        embedder, the cosine. Only those >= ``threshold``.
+        """
+        check_content(content)
+        scope_params(scope)
+        n = check_limit(limit)
+        floor = check_score(threshold, "threshold")
+        cats = None if category is None else [check_category(category)]
+        qvec = self.space.query_vector(content)
+        found = self._candidates(scope, query_units(content), qvec, max(4 * n, 20), cats, False)
+        if found is None or n == 0:
+            return []
+        rows, cands = found
+        cosines = cands.cosines
+        cat_sql, cat_params = categories_sql(cats)
+        with self._conn() as conn:
+            rows += conn.execute(
+                f"SELECT {COLUMNS}, NULL {FROM} WHERE {IN_SCOPE} AND m.fingerprint = %s "
+                f"AND {LIVE}{cat_sql}",
+                (*scope_params(scope), fingerprint(content), *cat_params),
+            ).fetchall()
+        hits: dict[int, MemoryHit] = {}
+        for row in rows:
+            memory = memory_from_row(row)
+            similarity = max(shingle_similarity(content, memory.content), cosines.get(row[0], 0.0))
+            if similarity >= floor:
+                hits[row[0]] = MemoryHit(memory, min(similarity, 1.0), min(similarity, 1.0))
+        return sorted(hits.values(), key=lambda h: -h.score)[:n]
+
+    # -- async (the MemoryStore protocol) ------------------------------------------------------
+
+    async def search(self, scope: Scope, query: str, limit: int) -> list[MemoryHit]:
+        """`search_sync` on the store's threads."""
+        return await self._run(functools.partial(self.search_sync, scope, query, limit=limit))
+
+    async def top(self, scope: Scope, limit: int) -> list[Memory]:
+        """`top_sync` on the store's threads."""
+        return await self._run(functools.partial(self.top_sync, scope, limit))
+
+    # -- writes (_memory_writes.py) -------------------------------------------------------------
+
+    _vectors = _writes._vectors
+    add = _writes.add
+    add_many = _writes.add_many
+    _add_many = _writes._add_many
+    supersede = _writes.supersede
+    update_importance = _writes.update_importance
+    set_active = _writes.set_active
+    forget = _writes.forget
+    forget_scope = _writes.forget_scope
+    _delete = _writes._delete
+    reembed = _writes.reembed
