@@ -8,6 +8,7 @@ parametrized over both (``store_db``).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 
@@ -166,4 +167,36 @@ def test_knowledge_isolation_between_tenants_on_one_database(pg_url):
             hits = s.search_sync(f"pricing {other} tea", limit=10)
             assert hits
             assert all(t in h.passage.content for h in hits)
+        s.close()
+
+
+def test_a_writer_on_postgresql_queues_in_the_database_for_every_worker(pg_url):
+    """Memory writes are durable jobs in PostgreSQL: what one writer leaves, another writes."""
+    from contextwright import MemoryWriter, Message
+    from contextwright.memory import RuleExtractor
+    from contextwright.stores.postgres._jobs import PostgresJobs
+
+    started, never = threading.Event(), threading.Event()
+
+    class Stuck(RuleExtractor):
+        async def extract(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            started.set()
+            await asyncio.to_thread(never.wait, 30)
+            raise RuntimeError("never set")
+
+    first_store = open_memory_store(pg_url)
+    first = MemoryWriter(first_store, Stuck(), lease=1.0)
+    assert isinstance(first.jobs_queue, PostgresJobs)
+    first.submit(A, [Message.user("My name is Ada and I live in Lisbon")])
+    assert started.wait(30)  # the first writer holds the job ...
+    first.close(0.0, drain=False, warn=False)  # ... and dies with it (its lease stays)
+    never.set()
+    # another worker (a new writer on the same database) takes it over after the lease
+    second_store = open_memory_store(pg_url)
+    second = MemoryWriter(second_store)
+    assert second.wait_idle(30, all_jobs=True)
+    second.close()
+    assert any("Lisbon" in m.content for m in second_store.top_sync(A, 10))
+    assert second.jobs_sync() == []
+    for s in (first_store, second_store):
         s.close()

@@ -74,6 +74,7 @@ from ..stores._jobs import Job, Jobs, MemoryJobs
 from ..stores._memory import Scope
 from ..stores._runner import JobRunner, block_on
 from ..stores._shutdown import at_shutdown
+from ..stores.postgres._connect import is_postgres_url
 from ..stores.sqlite._jobs import SQLiteJobs
 from ..stores.sqlite._store import SQLiteStore
 from ._memory_merge import MemoryWriterStore, merge
@@ -197,9 +198,15 @@ class MemoryWriter:
         self.max_queue = max_queue
         self.locale = locale
         self.max_attempts = max_attempts
-        db = getattr(store, "db", None)
+        db, url = getattr(store, "db", None), getattr(store, "url", None)
+        owns_jobs = jobs is None and isinstance(url, str) and is_postgres_url(url)
         if jobs is None:
-            jobs = SQLiteJobs(db) if isinstance(db, SQLiteStore) else MemoryJobs()
+            if owns_jobs:  # the store's database holds the queue, shared by every worker
+                from ..stores.postgres._jobs import PostgresJobs
+
+                jobs = PostgresJobs(url)
+            else:
+                jobs = SQLiteJobs(db) if isinstance(db, SQLiteStore) else MemoryJobs()
         if log is None and isinstance(db, SQLiteStore):
             log = db
         self.log = log
@@ -212,6 +219,7 @@ class MemoryWriter:
             jobs, {MEMORY: self._run_job}, inline=inline, worker=worker, lease=lease,
             retry_base=retry_base, exit_timeout=exit_timeout,
             thread_name="contextwright-memory-writer",
+            wakeup=getattr(jobs, "wakeup", None), owns_jobs=owns_jobs,
         )  # fmt: skip
         self._runner.start()  # thread mode: takes over what dead writers left
         _open_writers.add(self)
@@ -347,6 +355,9 @@ class MemoryWriter:
         left = self._runner.pending()
         self._runner.close(0.0)
         if self._loop is not None and not self._loop.is_closed():
+            closer = getattr(self._runner.jobs, "aclose", None) if self._runner.owns_jobs else None
+            if closer is not None:  # inline: the queue's connections are on our loop
+                block_on(closer(), self._loop)
             self._loop.close()
         _open_writers.discard(self)
         if warn and left:

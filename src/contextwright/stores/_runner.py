@@ -70,7 +70,8 @@ class JobRunner:
     ``worker`` names this runner in the queue (default: host, process id and a
     counter); ``lease`` is how long a claim holds without renewal; a failed
     attempt ``n`` is retried after ``retry_base * 2**(n-1)`` seconds, at most
-    ``retry_cap``.
+    ``retry_cap``. ``owns_jobs``: `close` also closes the queue (its ``aclose``),
+    on the runner's loop, where a queue's connections belong.
     """
 
     def __init__(
@@ -86,6 +87,7 @@ class JobRunner:
         exit_timeout: float = 5.0,
         thread_name: str = "contextwright-bg",
         wakeup: Wakeup | None = None,
+        owns_jobs: bool = False,
     ) -> None:
         if not handlers:
             raise ConfigError("handlers must name at least one job kind")
@@ -100,6 +102,7 @@ class JobRunner:
         self.exit_timeout = _seconds(exit_timeout, "exit_timeout", positive=False)
         self.thread_name = thread_name
         self.wakeup = wakeup
+        self.owns_jobs = owns_jobs
         self._unlisten: Callable[[], None] | None = None
         self.clock: Callable[[], float] = getattr(jobs, "clock", time.time)
         self.queue_errors = 0  # errors of the queue itself (claim, complete...) met so far
@@ -456,6 +459,10 @@ class JobRunner:
         local = [f for f in list(self._local) if not f.done()]
         if local:
             concurrent.futures.wait(local, timeout=max(0.0, deadline - time.monotonic()))
+        closer = getattr(self.jobs, "aclose", None) if self.owns_jobs else None
+        if closer is not None and not loop.is_closed():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(closer(), loop).result(5.0)
         with self._lock:
             self._loop = self._thread = None
             self._serving = False

@@ -44,6 +44,8 @@ class PgWorkerStore:
         self._closed = False
         self._executor: ThreadPoolExecutor | None = None
         self._owns_pool = isinstance(url_or_pool, str)
+        # the URL a job queue for this store's writers opens (None: given a pool)
+        self.url: str | None = url_or_pool if self._owns_pool else None
         if self._owns_pool:
             self.where = redact(url_or_pool)
             self._pool = open_sync_pool(url_or_pool, max_size=max_size)
