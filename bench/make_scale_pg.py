@@ -19,7 +19,14 @@ The database is migrated (`migrate_url`) and must be empty. Two halves:
   The embedding space row and the HNSW index are made by the store's own
   `PgSpace.record`, after the rows are in (one index build instead of 200,000
   inserts into it), with ``maintenance_work_mem`` raised for the build.
-- **Messages**: ``--conversations`` x ``--messages`` (see `load_messages`).
+- **Messages**: ``--conversations`` (10,000) x ``--messages`` (100) in tenant
+  ``acme``, conversation ``c{k}`` owned by user ``u{k % 2000}``: windows of two long
+  seeded threads (``_scale_threads.py``: English, and Chinese for every tenth).
+  Each distinct message is prepared once by the service's and the store's own
+  functions, as one `Conversations.append` of it would store it (`load_messages`),
+  its tsvector made once by the store's own SQL expression; then the per-message
+  rows are one ``INSERT … SELECT`` from a (conversation, seq, message) map with
+  the table's plain indexes dropped and recreated.
 
 Each phase prints its time; at the end the database size and the HNSW index size.
 The generator cannot drift from the schema unnoticed: tests/test_scale_gen.py
@@ -235,6 +242,171 @@ def _uuid_hex(n: int) -> str:
     return f"{random.Random(n).getrandbits(128):032x}"
 
 
+# -- messages ----------------------------------------------------------------------------------
+
+OWNERS = 2_000  # conversation c{k} belongs to user u{k % OWNERS} of tenant acme
+
+
+def conversation_owner(k: int) -> str:
+    return f"u{k % OWNERS}"
+
+
+def _prepared_pool(indexes: set[tuple[bool, int]], engine: Any) -> dict[tuple[bool, int], Any]:
+    """What an append stores for each thread message that some window holds, computed
+    once per message by the service's and the store's own functions: the prompt view
+    and its count (`Writes.prepare`), the row values (`prepare_messages`), the search
+    text (`index_terms`) and the read-back keys of its offloaded tool result."""
+    from contextwright.stores.postgres._text import index_terms
+
+    from _scale_threads import pool
+    from contextwright import Conversations
+    from contextwright.stores.sqlite import _rows
+
+    conv = Conversations(engine, recall=False)  # its write path only (no store is touched)
+    out: dict[tuple[bool, int], Any] = {}
+    try:
+        for chinese, j in sorted(indexes):
+            m = pool(chinese)[j]
+            batch, views, tokens = conv._writes.prepare([m])
+            p = _rows.prepare_messages(batch, tokens)[0]
+            refs = _rows.readback_refs(
+                [(0, call, key, ttl) for key, call, _, ttl in views[0][1]], [p]
+            )
+            body, dl = index_terms(p.message)
+            out[chinese, j] = (p, body, dl, dict.fromkeys((c, k, t) for _, c, k, t in refs))
+    finally:
+        conv.close()
+    return out
+
+
+_STAGE_POOL = """
+CREATE UNLOGGED TABLE scale_stage_pool (
+    pidx bigint PRIMARY KEY, id text, role text, name text, created_at double precision,
+    tokens bigint, counter text, size bigint, metadata text, parts text, dl integer, body text
+)"""
+_MESSAGE_COLUMNS = "id, role, name, created_at, tokens, counter, size, metadata, parts, dl"
+
+
+def load_messages(
+    url: str, *, conversations: int, per_conversation: int, log: Log = print
+) -> dict[str, float]:
+    """Load ``conversations`` x ``per_conversation`` messages into the database ``url``.
+
+    As if each message had been appended alone through `Conversations.append` with
+    the bench's engine (cl100k, budget 8,000) at its own time: seqs 1..n, version n,
+    the conversation's totals and search statistics, each message's count of its
+    prompt view under the engine's counter name, the tsvector of its segmented
+    search text, and the read-back keys of its compressed tool results. Returns the
+    seconds of each phase.
+    """
+    from contextwright.stores.postgres._log import TSV, ref_meta
+
+    from _scale_threads import POOL, window
+    from bench_history import make_engine
+    from contextwright.stores.sqlite import _rows
+
+    took: dict[str, float] = {}
+    t = time.perf_counter()
+    engine = make_engine(T0)
+    counter = engine.count_key
+    windows = [window(k, per_conversation) for k in range(conversations)]
+    used = {(zh, first + i) for zh, first in windows for i in range(per_conversation)}
+    prepared = _prepared_pool(used, engine)
+    took["messages: prepare"] = time.perf_counter() - t
+    log(f"  {len(prepared):,} distinct thread messages prepared: {took['messages: prepare']:.1f} s")
+    pool_ = open_sync_pool(url, max_size=1)
+    try:
+        with pool_.connection() as conn, conn.transaction():
+            _require_empty(conn, "messages")
+            _require_empty(conn, "conversations")
+            t = time.perf_counter()
+            convs, refs = [], []
+            for k, (zh, first) in enumerate(windows):
+                total = users = text_docs = text_len = tool_docs = tool_len = 0
+                for i in range(per_conversation):
+                    p, _, dl, offloads = prepared[zh, first + i]
+                    m = p.message
+                    total += p.tokens or 0
+                    users += m.role == "user"
+                    if dl and m.role == "tool":
+                        tool_docs, tool_len = tool_docs + 1, tool_len + dl
+                    elif dl:
+                        text_docs, text_len = text_docs + 1, text_len + dl
+                    for call, key, ttl in offloads:
+                        meta = _rows.dumps(ref_meta(i + 1, call), "meta")
+                        refs.append((k, key, m.created_at, m.created_at + ttl, meta))
+                head, last = (
+                    prepared[zh, first][0].message,
+                    prepared[zh, first + per_conversation - 1][0].message,
+                )
+                convs.append((TENANT, f"c{k}", conversation_owner(k), head.created_at,
+                              last.created_at, per_conversation, per_conversation, users, total,
+                              "{}", per_conversation, text_docs, text_len, tool_docs, tool_len))  # fmt: skip
+            with conn.cursor().copy(
+                "COPY conversations (tenant, id, owner, created_at, updated_at, last_seq, "
+                "message_count, user_count, token_total, metadata, version, text_docs, text_len, "
+                "tool_docs, tool_len) FROM STDIN"
+            ) as copy:
+                for row in convs:
+                    copy.write_row(row)
+            cids = dict(conn.execute("SELECT id, cid FROM conversations").fetchall())
+            with conn.cursor().copy(
+                "COPY working_memory (cid, key, created_at, expires_at, meta, content) FROM STDIN"
+            ) as copy:
+                for k, key, at, until, meta in refs:
+                    copy.write_row((cids[f"c{k}"], key, at, until, meta, ""))
+            conn.execute(_STAGE_POOL)
+            with conn.cursor().copy("COPY scale_stage_pool FROM STDIN") as copy:
+                for (zh, j), (p, body, dl, _) in prepared.items():
+                    m = p.message
+                    copy.write_row((POOL * zh + j, m.id, m.role, m.name, m.created_at, p.tokens,
+                                    counter if p.tokens is not None else "", p.size, p.meta,
+                                    p.parts, dl, body))  # fmt: skip
+            conn.execute(
+                "CREATE UNLOGGED TABLE scale_stage_tsv AS SELECT pidx, "
+                f"{TSV.replace('%s', 'body')} AS tsv FROM scale_stage_pool"
+            )
+            conn.execute(
+                "CREATE UNLOGGED TABLE scale_stage_map (cid bigint, seq bigint, pidx bigint)"
+            )
+            cur = conn.cursor()
+            with cur.copy("COPY scale_stage_map FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int8", "int8", "int8"])
+                for k, (zh, first) in enumerate(windows):
+                    cid = cids[f"c{k}"]
+                    for i in range(per_conversation):
+                        copy.write_row((cid, i + 1, POOL * zh + first + i))
+            took["messages: COPY"] = time.perf_counter() - t
+            log(
+                f"  COPY (conversations, distinct messages + tsvector, map): {took['messages: COPY']:.1f} s"
+            )
+            t = time.perf_counter()
+            conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+            with IndexesDropped(conn, "messages"):
+                cols = ", ".join(f"p.{c.strip()}" for c in _MESSAGE_COLUMNS.split(","))
+                conn.execute(
+                    f"INSERT INTO messages (cid, seq, {_MESSAGE_COLUMNS}, tsv) "
+                    f"SELECT s.cid, s.seq, {cols}, v.tsv FROM scale_stage_map s "
+                    "JOIN scale_stage_pool p ON p.pidx = s.pidx "
+                    "JOIN scale_stage_tsv v ON v.pidx = s.pidx ORDER BY s.cid, s.seq"
+                )
+                took["messages: insert"] = time.perf_counter() - t
+                log(
+                    f"  {conversations * per_conversation:,} message rows: {took['messages: insert']:.1f} s"
+                )
+                t = time.perf_counter()
+            for table in ("scale_stage_map", "scale_stage_tsv", "scale_stage_pool"):
+                conn.execute(f"DROP TABLE {table}")
+            took["messages: indexes"] = time.perf_counter() - t
+            log(f"  GIN + btree indexes: {took['messages: indexes']:.1f} s")
+        with pool_.connection() as conn:
+            for table in ("conversations", "messages", "working_memory"):
+                conn.execute(f"ANALYZE {table}")
+    finally:
+        pool_.close()
+    return took
+
+
 # -- sizes and the command line ----------------------------------------------------------------
 
 
@@ -266,6 +438,9 @@ def make(
     t = time.perf_counter()
     migrate_url(url)
     took = {"migrate": time.perf_counter() - t}
+    if conversations and messages:
+        log(f"messages: {conversations:,} conversations x {messages}")
+        took |= load_messages(url, conversations=conversations, per_conversation=messages, log=log)
     if memories:
         log(f"memories: {memories:,} in scopes of {per_scope}")
         took |= load_memories(url, users=memories // per_scope, per_scope=per_scope, log=log)

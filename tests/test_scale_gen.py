@@ -24,6 +24,7 @@ sys.path.insert(0, str(BENCH))
 
 import make_scale_pg as gen  # noqa: E402
 from _scale_embed import ScaleEmbedder  # noqa: E402
+from contextwright import Message  # noqa: E402
 from contextwright.memory import PostgresMemoryStore  # noqa: E402
 from tests import pg  # noqa: E402
 
@@ -111,3 +112,102 @@ def test_generated_memories_are_found_like_added_ones(
     finally:
         for s in stores:
             s.close()
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+CONVS, PER_CONV = 3, 20
+
+CONVERSATION_ROWS = """
+SELECT tenant, id, owner, last_seq, message_count, user_count, token_total, metadata, version,
+       text_docs, text_len, tool_docs, tool_len
+FROM contextwright.conversations ORDER BY id
+"""
+MESSAGE_ROWS = """
+SELECT c.id, m.seq, m.id, m.role, m.name, m.created_at, m.tokens, m.counter, m.size, m.metadata,
+       m.parts, m.dl, m.tsv::text
+FROM contextwright.messages m JOIN contextwright.conversations c ON c.cid = m.cid
+ORDER BY c.id, m.seq
+"""
+WORKING_ROWS = """
+SELECT c.id, w.key, w.expires_at - w.created_at, w.meta, w.content
+FROM contextwright.working_memory w JOIN contextwright.conversations c ON c.cid = w.cid
+ORDER BY c.id, w.key
+"""
+
+
+def _conversations(url: str, *, recall: bool = False) -> Any:
+    """A `Conversations` on ``url`` with the scale bench's engine, its clock fixed."""
+    from bench_history import make_engine
+    from contextwright import Conversations
+    from contextwright.stores.postgres import PostgresBackend
+
+    return Conversations(
+        make_engine(gen.T0, sources=False),
+        PostgresBackend(url, clock=lambda: gen.T0).backend(),
+        recall=recall,
+        clock=lambda: gen.T0,
+    )
+
+
+@pytest.fixture(scope="module")
+def threads() -> Any:
+    """(generated URL, API URL): the same conversations, by COPY and by one append each."""
+    pytest.importorskip("contextwright.stores.postgres._log")
+    from _scale_threads import conversation
+
+    made, added = pg.create_database("scalegen"), pg.create_database("scaleapi")
+    gen.make(made, conversations=CONVS, messages=PER_CONV, memories=0, per_scope=1,
+             log=lambda _: None)  # fmt: skip
+    conv = _conversations(added)
+    try:
+        for k in range(CONVS):
+            for m in conversation(k, PER_CONV):
+                conv.append_sync(f"c{k}", [m.replace()], tenant=gen.TENANT,
+                                 user=gen.conversation_owner(k))  # fmt: skip
+        conv.wait_idle_sync(60)
+    finally:
+        conv.close()
+    yield made, added
+    pg.drop_database(made)
+    pg.drop_database(added)
+
+
+def test_generated_conversations_are_the_rows_append_writes(threads: tuple[str, str]) -> None:
+    made, added = threads
+    for sql in (CONVERSATION_ROWS, MESSAGE_ROWS, WORKING_ROWS):
+        got, want = _rows(made, sql), _rows(added, sql)
+        assert got == want, sql
+    assert len(_rows(made, MESSAGE_ROWS)) == CONVS * PER_CONV
+    assert _rows(made, WORKING_ROWS), "the threads' tool results are compressed and offloaded"
+    assert {r[1] for r in _rows(made, CONVERSATION_ROWS)} == {f"c{k}" for k in range(CONVS)}
+    for table in ("conversations", "messages", "working_memory"):
+        assert _indexes(made, table) == _indexes(added, table)
+
+
+@pytest.mark.parametrize("recall", [False, True], ids=["history", "recall"])
+def test_generated_conversations_build_like_appended_ones(
+    threads: tuple[str, str], recall: bool
+) -> None:
+    out = []
+    for url in threads:
+        conv = _conversations(url, recall=recall)
+        try:
+            built = []
+            for k in range(CONVS):
+                b = conv.build_sync(f"c{k}", Message.user(f"what about order {k}?", id=f"q{k}{recall}", created_at=gen.T0 + 1e6),
+                                    tenant=gen.TENANT, user=gen.conversation_owner(k))  # fmt: skip
+                report = b.report.to_dict()
+                report.pop("timings_ms")
+                for block in report["blocks"]:
+                    block.pop("fetch_ms", None)
+                # the system prompt gets a new id and time in every build
+                msgs = [{**m.to_dict(), "id": None, "created_at": None} if m.seq is None else m.to_dict()
+                        for m in b.messages]  # fmt: skip
+                built.append((msgs, report))
+        finally:
+            conv.close()
+        out.append(built)
+    for got, want in zip(*out, strict=True):
+        assert got[0] == want[0]
+        assert got[1] == want[1]
