@@ -101,9 +101,8 @@ def _append(conv: Conversations, i: int) -> float:
 
 
 def _memory_pair(n: int, root: Path) -> tuple[Any, Any, str]:
-    from contextwright.stores._open import open_memory_store
-
     from contextwright.memory import Scope
+    from contextwright.stores._open import open_memory_store
 
     url = pg.create_database("cwbenchmem")
     rng = random.Random(7)
