@@ -119,7 +119,7 @@ def test_conversations_open_a_backend_by_url(pg_url, tmp_path):
             assert "zebra" in "\n".join(m.text for m in built.messages)
         with Conversations(engine, db) as again:  # stored, not in process
             stored = again.messages_sync("c", tenant="t", user="u")
-            assert [m.text for m in stored] == ["remember the zebra"]
+            assert [m.text for m in stored] == ["remember the zebra", "what animal?"]
     assert (tmp_path / "c.db").exists()
     with Conversations(engine, pg_url) as convs:
         assert type(convs.backend.conversations).__name__ == "PostgresBackend"
