@@ -55,6 +55,7 @@ from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
 from ..stores import Backend, Job, Jobs, MemoryJobs, SQLiteBackend, SQLiteStore
 from ..stores._runner import JobRunner
+from ..stores._url import parse_db
 from ._compact import SUMMARISE, Compactor, MemoryFlush, compaction_report
 from ._live import can_cut, live_check, window_allowance
 from ._sync import SyncLoop, sync_list, sync_twin
@@ -69,8 +70,9 @@ T = TypeVar("T")
 class Conversations:
     """Conversations persisted in ``store`` and built with ``engine``.
 
-    ``store`` is a `Backend` (kept as ``backend``), or an `SQLiteStore` or a path
-    (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
+    ``store`` is a `Backend` (kept as ``backend``), a ``postgresql://…`` URL for a
+    `PostgresBackend` (with its job queue), or an `SQLiteStore` or a path or
+    ``sqlite:///path`` (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
     then that `SQLiteStore`, for sync reads (None with another backend). ``summarizer`` defaults
     to the rule summariser; ``memory_flush`` runs on messages about to be
     summarised away. ``window_tokens`` bounds the in-process tail (default: the
@@ -125,6 +127,13 @@ class Conversations:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 1:
             raise ConfigError(f"cache_bytes must be a positive integer, got {cache_bytes!r}")
         self.store: SQLiteStore | None = None
+        if isinstance(store, str) and store:
+            target = parse_db(store)  # sqlite:///path is a path; postgresql://… a server
+            store = target.path if target.kind == "sqlite" else None
+            if target.kind == "postgres":
+                from ..stores.postgres import PostgresBackend
+
+                store = PostgresBackend(target.url).backend()
         if isinstance(store, Backend):
             self.backend = store
         elif store is None or isinstance(store, (str, os.PathLike, SQLiteStore)):
