@@ -190,3 +190,20 @@ def test_a_backend_serves_several_event_loops(pg_url):
     asyncio.run(b.aclose())
     with pytest.raises(StoreError):
         asyncio.run(b.version("c", tenant="t"))
+
+
+def test_runners_are_woken_by_the_queue_or_by_redis(pg_url):
+    """On PostgreSQL the summary runner listens on the queue's LISTEN/NOTIFY; redis:// swaps in pub/sub."""
+    from contextwright.stores.postgres._wakeup import PostgresWakeup
+    from contextwright.stores.redis import RedisWakeup
+    from tests.rediskit import shared_url
+
+    engine = ContextEngine(counter=HeuristicCounter(), budget=2000)
+    with Conversations(engine, pg_url) as convs:
+        assert convs.backend.jobs is not None
+        assert isinstance(convs._runner.wakeup, PostgresWakeup)
+        assert convs._runner.wakeup is convs.backend.jobs.wakeup  # type: ignore[attr-defined]
+    with Conversations(engine, pg_url, wakeup=shared_url()) as convs:
+        assert isinstance(convs._runner.wakeup, RedisWakeup)
+        convs.append_sync("c", [Message.user("hello")], tenant="t", user="u")
+        assert [m.text for m in convs.messages_sync("c", tenant="t", user="u")] == ["hello"]
