@@ -13,9 +13,14 @@ with its exact cosine. Only *how candidates are found* differs:
   from a bound parameter (``plainto_tsquery`` for a word or a bigram, a ``:*``
   prefix for a lone CJK character), so no query syntax from the user is ever
   parsed. The units are OR-ed; candidates are the scope's best ``k`` by
-  ``ts_rank`` (ties: newest first). Each unit's document frequency over the whole
-  table gives its IDF, counted for all uncached units in one statement and cached
-  for five minutes, as in SQLite; N is the highest row id.
+  ``ts_rank`` (ties: newest first); a scope of at most ``exact_max`` rows is read
+  through its btree and matched there (never the table-wide GIN filtered by scope).
+  Each unit's document frequency *among the scope's rows* gives its IDF, N the
+  scope's size: counted afresh in one pass over a small scope, through GIN and
+  cached five minutes per scope for a large one. Unlike SQLite (table-wide, N the
+  highest row id: the same ranking when the table holds one scope), a search thus
+  costs what its scope costs (200,000 rows: 125 ms per counting miss before) and
+  its scores tell nothing of other scopes' rows.
 - **Vector**: pgvector cosine distance ``<=>``. A scope of at most ``exact_max``
   rows is searched exactly (the scope's btree, then a sort: a few ms at 8,000);
   a larger one through the HNSW index on ``embedding::vector(d)`` with
