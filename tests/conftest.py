@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,17 +97,34 @@ def o200k():
 OpenBackend = Callable[[Path], Backend]
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def backend(request: pytest.FixtureRequest) -> OpenBackend:
-    """Opens a store backend of one kind at a path: a real SQLite file, or in memory.
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def backend(request: pytest.FixtureRequest) -> Iterator[OpenBackend]:
+    """Opens a store backend of one kind at a path: a real SQLite file, in memory, or PostgreSQL.
 
-    Opening the same path twice gives two connections to one file (SQLite), or the
-    same in-memory store (as two processes share one database server).
+    Opening the same path twice gives two connections to one file (SQLite), the
+    same in-memory store, or two backends on one PostgreSQL database (a fresh one
+    per path, dropped after the test) — as two processes share one database server.
     """
     if request.param == "sqlite":
-        return lambda path: SQLiteBackend(path).backend()
-    opened: dict[Path, Backend] = {}
-    return lambda path: opened.setdefault(path, MemoryBackend().backend())
+        yield lambda path: SQLiteBackend(path).backend()
+        return
+    if request.param == "memory":
+        opened: dict[Path, Backend] = {}
+        yield lambda path: opened.setdefault(path, MemoryBackend().backend())
+        return
+    from contextwright.stores.postgres import PostgresBackend
+    from tests import pg
+
+    urls: dict[Path, str] = {}
+
+    def open_pg(path: Path) -> Backend:
+        if path not in urls:
+            urls[path] = pg.fresh_database()
+        return PostgresBackend(urls[path], max_size=4).backend()
+
+    yield open_pg
+    for url in urls.values():
+        pg.drop_database(url)
 
 
 class sync:

@@ -63,3 +63,82 @@ def drop_database(url: str) -> None:
     name = urlsplit(url).path.lstrip("/")
     with psycopg.connect(server_url(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- migrated databases, made fast ------------------------------------------------------------
+# Creating and migrating a database takes a few hundred milliseconds; the contract
+# suites open one per test (and per hypothesis example). A migrated template is made
+# once per session and copied (CREATE DATABASE … TEMPLATE), and a finished database
+# is emptied and reused rather than dropped (TRUNCATE is much cheaper than either).
+
+_template: str | None = None
+_free: list[str] = []
+_mine = threading.Lock()  # not `_lock`: server_url takes that one
+
+
+def _template_url() -> str:
+    global _template
+    with _mine:
+        if _template is None:
+            import psycopg
+
+            from contextwright.stores.postgres._migrations import migrate_url
+
+            url = create_database("cwtemplate")
+            migrate_url(url)
+            name = urlsplit(url).path.lstrip("/")
+            with psycopg.connect(server_url(), autocommit=True) as conn:
+                conn.execute(f'ALTER DATABASE "{name}" WITH IS_TEMPLATE true')
+            _template = name
+            atexit.register(_drop_all)
+        return _template
+
+
+def fresh_database() -> str:
+    """A migrated, empty database on the test server (reused after `recycle_database`)."""
+    with _mine:
+        if _free:
+            return _free.pop()
+    import psycopg
+
+    template = _template_url()
+    name = f"cw_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    return with_database(server_url(), name)
+
+
+def recycle_database(url: str) -> None:
+    """Empty a database of `fresh_database` (every table of our schema) for the next test."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'contextwright' "
+                "AND tablename <> 'migrations'"
+            )
+        ]
+        if tables:
+            listed = ", ".join(f"contextwright.{t}" for t in tables)
+            conn.execute(f"TRUNCATE {listed} RESTART IDENTITY CASCADE")
+    with _mine:
+        _free.append(url)
+
+
+def _drop_all() -> None:  # pragma: no cover - at exit
+    import psycopg
+
+    with _mine:
+        urls, _free[:] = list(_free), []
+    try:
+        with psycopg.connect(server_url(), autocommit=True) as conn:
+            for url in urls:
+                name = urlsplit(url).path.lstrip("/")
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            if _template is not None:
+                conn.execute(f'ALTER DATABASE "{_template}" WITH IS_TEMPLATE false')
+                conn.execute(f'DROP DATABASE IF EXISTS "{_template}"')
+    except Exception:
+        pass

@@ -1,4 +1,4 @@
-"""Many worker processes on one conversation in one SQLite file.
+"""Many worker processes on one conversation in one SQLite file, or one PostgreSQL database.
 
 Four processes (multiprocessing, spawn) append 250 messages each to the same
 conversation, as fast as they can, and build against it every few appends. What
@@ -17,6 +17,8 @@ import multiprocessing as mp
 import time
 import traceback
 from typing import Any
+
+import pytest
 
 from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
 from contextwright.stores import SQLiteStore
@@ -41,8 +43,9 @@ def work(
         engine = ContextEngine(
             system_prompt="You are a worker.", counter=HeuristicCounter(), budget=6000
         )
-        store = SQLiteStore(db, busy_timeout=30.0)
+        store: Any = db if db.startswith("postgresql") else SQLiteStore(db, busy_timeout=30.0)
         with Conversations(engine, store) as convs:
+            log, summaries = convs.backend.conversations, convs.backend.summaries
             start.wait(60)  # all together: an explicit signal, not a sleep
             own = 0
             for k in range(APPENDS):
@@ -69,12 +72,14 @@ def work(
                     # the window is a run of stored messages: each once, none skipped
                     problems.append(f"build {builds}: the window's seqs are not one run: {seqs}")
                     continue
-                (wanted,) = store.read(CID, tenant=TENANT, after_seq=known - 1, upto_seq=known)
+                (wanted,) = convs._sync.run(
+                    log.read(CID, tenant=TENANT, after_seq=known - 1, upto_seq=known)
+                )
                 shown = "\n".join(m.text for m in built.messages)
                 if wanted.text in shown:
                     continue
                 covering = [
-                    s for s in store.summaries(CID, tenant=TENANT)
+                    s for s in convs._sync.run(summaries.summaries(CID, tenant=TENANT))
                     if s.content and s.content in shown
                 ]  # fmt: skip
                 if not covering or covering[-1].upto_seq < known:
@@ -88,9 +93,13 @@ def work(
     results.put((worker, builds, problems))
 
 
-def test_four_processes_append_and_build_on_one_conversation(tmp_path):
-    db = str(tmp_path / "many.db")
-    SQLiteStore(db).close()  # made (and migrated) once, before the workers race
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_four_processes_append_and_build_on_one_conversation(kind, tmp_path, request):
+    if kind == "postgres":  # a fresh database; the workers race to migrate it
+        db = request.getfixturevalue("pg_url")
+    else:
+        db = str(tmp_path / "many.db")
+        SQLiteStore(db).close()  # made (and migrated) once, before the workers race
     ctx = mp.get_context("spawn")
     committed = ctx.Value("q", 0)
     start = ctx.Barrier(WORKERS)
@@ -112,7 +121,7 @@ def test_four_processes_append_and_build_on_one_conversation(tmp_path):
         assert builds == APPENDS // BUILD_EVERY
 
     engine = ContextEngine(counter=HeuristicCounter(), budget=6000)
-    with Conversations(engine, SQLiteStore(db)) as convs:
+    with Conversations(engine, db if kind == "postgres" else SQLiteStore(db)) as convs:
         stored = convs.messages_sync(CID, tenant=TENANT, user=USER)
     assert [m.seq for m in stored] == list(range(1, WORKERS * APPENDS + 1))
     markers = [m.text.split(" ", 1)[0] for m in stored]

@@ -64,3 +64,34 @@ class TestPostgresJobs(JobsContract):
         assert isinstance(jobs, PostgresJobs)
         await jobs.aclose()
         pg.drop_database(jobs._url)
+
+
+# -- PostgreSQL (a fresh database per test, dropped when the backend closes) -----------------
+
+
+class _OnPostgres:
+    """Opens a `PostgresBackend` on a new database of the test server (tests/pg.py)."""
+
+    def open_backend(self, directory: Path, clock: Callable[[], float]) -> Backend:
+        from contextwright.stores.postgres import PostgresBackend
+        from tests import pg
+
+        url = pg.fresh_database()
+        self._dropping = url
+        return PostgresBackend(url, clock=clock, max_size=4).backend()
+
+    async def close(self, subject: Backend) -> None:
+        from tests import pg
+
+        try:
+            await subject.aclose()
+        finally:
+            pg.recycle_database(self._dropping)
+
+
+class TestPostgresBackend(_OnPostgres, StoreContract):
+    pass
+
+
+class TestPostgresService(_OnPostgres, ServiceContract):
+    pass

@@ -55,6 +55,8 @@ from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
 from ..stores import Backend, Job, Jobs, MemoryJobs, SQLiteBackend, SQLiteStore
 from ..stores._runner import JobRunner
+from ..stores._url import parse_db
+from ..stores._wakeup import Wakeup, open_wakeup
 from ._compact import SUMMARISE, Compactor, MemoryFlush, compaction_report
 from ._live import can_cut, live_check, window_allowance
 from ._sync import SyncLoop, sync_list, sync_twin
@@ -69,8 +71,9 @@ T = TypeVar("T")
 class Conversations:
     """Conversations persisted in ``store`` and built with ``engine``.
 
-    ``store`` is a `Backend` (kept as ``backend``), or an `SQLiteStore` or a path
-    (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
+    ``store`` is a `Backend` (kept as ``backend``), a ``postgresql://…`` URL for a
+    `PostgresBackend` (with its job queue), or an `SQLiteStore` or a path or
+    ``sqlite:///path`` (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
     then that `SQLiteStore`, for sync reads (None with another backend). ``summarizer`` defaults
     to the rule summariser; ``memory_flush`` runs on messages about to be
     summarised away. ``window_tokens`` bounds the in-process tail (default: the
@@ -89,7 +92,9 @@ class Conversations:
     queue, `Backend.jobs`; `MemoryJobs` if it has none), run on one background thread, or
     at once on the caller's loop with ``inline_jobs`` (the CLI, tests); a job of
     a process that died is taken over after its lease (`JobRunner`). `jobs` lists
-    them, failed ones with their error.
+    them, failed ones with their error. ``wakeup`` tells idle runners in other
+    processes that a job was queued (a `Wakeup`, or ``redis://…`` for a
+    `RedisWakeup`; default: the queue's own, e.g. PostgreSQL LISTEN/NOTIFY).
 
     Call `close` when done. At interpreter exit, background summaries still
     running get a few seconds; one cut short is taken over later.
@@ -112,6 +117,7 @@ class Conversations:
         jobs: Jobs | None = None,
         inline_jobs: bool = False,
         job_lease: float = 30.0,
+        wakeup: Wakeup | str | None = None,
     ) -> None:
         if (
             isinstance(max_cached_conversations, bool)
@@ -125,6 +131,13 @@ class Conversations:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 1:
             raise ConfigError(f"cache_bytes must be a positive integer, got {cache_bytes!r}")
         self.store: SQLiteStore | None = None
+        if isinstance(store, str) and store:
+            target = parse_db(store)  # sqlite:///path is a path; postgresql://… a server
+            store = target.path if target.kind == "sqlite" else None
+            if target.kind == "postgres":
+                from ..stores.postgres import PostgresBackend
+
+                store = PostgresBackend(target.url).backend()
         if isinstance(store, Backend):
             self.backend = store
         elif store is None or isinstance(store, (str, os.PathLike, SQLiteStore)):
@@ -149,9 +162,11 @@ class Conversations:
         if jobs is None:
             jobs = self.backend.jobs if self.backend.jobs is not None else MemoryJobs()
         self._compactor = Compactor(self)
+        wakeup, self._close_wakeup = open_wakeup(wakeup, jobs)
         self._runner = JobRunner(
-            jobs, {SUMMARISE: self._compactor.run_job}, inline=inline_jobs, lease=job_lease
-        )
+            jobs, {SUMMARISE: self._compactor.run_job}, inline=inline_jobs, lease=job_lease,
+            wakeup=wakeup,
+        )  # fmt: skip
         self._runner.start()  # takes over what dead workers left
         # The stateful default recalls sparingly, so that a turn stays cheap however
         # long the conversation: a few dozen full-text hits, no second (feedback)
@@ -474,6 +489,8 @@ class Conversations:
         """Let background jobs finish (up to 10 s), stop the background thread,
         and close the backend. Also at the end of a ``with`` or ``async with`` block."""
         self._runner.close(10.0)
+        if self._close_wakeup is not None:
+            self._close_wakeup()
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop here: the private one closes the backend

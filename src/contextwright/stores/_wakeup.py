@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Wakeup"]
+__all__ = ["Wakeup", "open_wakeup"]
 
 
 @runtime_checkable
@@ -29,3 +29,22 @@ class Wakeup(Protocol):
         thread-safe (a runner's is ``loop.call_soon_threadsafe(event.set)``).
         """
         ...
+
+
+def open_wakeup(
+    wakeup: Wakeup | str | None, jobs: object
+) -> tuple[Wakeup | None, Callable[[], None] | None]:
+    """The wakeup a runner of ``jobs`` uses, and the closer of one opened here.
+
+    ``wakeup`` is a `Wakeup`, a ``redis://…`` URL (a `RedisWakeup`, closed by the
+    returned closer), or None: the queue's own (``jobs.wakeup``, e.g. PostgreSQL's
+    LISTEN/NOTIFY), if it has one.
+    """
+    if isinstance(wakeup, str):
+        from .redis import RedisWakeup
+
+        opened = RedisWakeup.from_url(wakeup)
+        return opened, opened.close
+    if wakeup is None:
+        return getattr(jobs, "wakeup", None), None
+    return wakeup, None

@@ -1,0 +1,172 @@
+"""`PostgresBackend`: every role of the async store contract on PostgreSQL.
+
+The same semantics as the SQLite backend (``sqlite/_store.py`` and its modules),
+for many worker processes on one server; the methods live by concern in
+``_log.py`` (conversations, messages), ``_history.py`` (outlines, summaries,
+compactions, working memory, pins) and ``_search.py`` (full-text search), and
+are listed in the class body, one line each.
+
+- **Connections.** psycopg 3, async, from one pool per event loop, opened on
+  that loop at its first call (``_pools.py`` says why and how they close). The
+  first call also migrates the database (``_migrations.py``: under an advisory
+  lock, refusing a schema newer than this code), on a thread, once.
+- **One transaction per write**, which locks the conversation's row first and
+  moves its version by one; reads are single statements or bounded by the
+  ``last_seq`` they read first. Input is checked before anything is sent.
+- **Errors.** Bad input raises what SQLite raises (the same ``sqlite/_rows.py``
+  checks), named before anything is written; a string PostgreSQL cannot hold (a
+  lone surrogate, a NUL character) is an `InvalidMessageError` too. Server errors
+  become `StoreError`, an unreachable server `StoreUnavailableError`
+  (``_connect.translated_async``); no URL in a message carries its password.
+- **Time** is the injected ``clock`` (timestamps, working-memory expiry), never
+  the server's, so tests move it as on SQLite.
+- **Jobs.** `backend` comes with a `PostgresJobs` on the same database (its
+  own pools, and its LISTEN connection once a runner waits), closed with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from ..._errors import ConfigError, InvalidMessageError
+from .._contract import Backend
+from ..sqlite import _rows
+from . import _history, _log, _search
+from ._connect import check_url, redact, translated_async
+from ._jobs import PostgresJobs
+from ._migrations import migrate_url
+from ._pools import Pools
+
+__all__ = ["PostgresBackend"]
+
+
+def _bad_text(exc: BaseException) -> InvalidMessageError | None:
+    """The `InvalidMessageError` for a string the server cannot store, else None."""
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidMessageError("text", f"holds a character UTF-8 cannot encode ({exc.reason})")
+    if type(exc).__name__ == "DataError" and "NUL" in str(exc):
+        return InvalidMessageError("text", "holds a NUL character, which PostgreSQL cannot store")
+    return None
+
+
+class PostgresBackend:
+    """Every role of the store contract on one PostgreSQL database (see the module docstring).
+
+    ``url`` is a ``postgresql://…`` URL; ``clock`` gives "now" in seconds since
+    the epoch; ``min_size``/``max_size`` bound each event loop's pool. Nothing
+    connects until the first call. `backend` gives it as a `Backend`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        min_size: int = 1,
+        max_size: int = 10,
+    ) -> None:
+        self.url = check_url(url)
+        for label, size in (("min_size", min_size), ("max_size", max_size)):
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ConfigError(f"{label} must be a positive integer, got {size!r}")
+        if min_size > max_size:
+            raise ConfigError(f"min_size ({min_size}) must not exceed max_size ({max_size})")
+        self.clock = clock
+        self.pools = Pools(self.url, min_size=min_size, max_size=max_size, prepare=self._migrate)
+        self.jobs = PostgresJobs(self.url, clock=clock)
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({redact(self.url)!r})"
+
+    def backend(self) -> Backend:
+        """This object in every role of a `Backend`, with its `PostgresJobs` (same database)."""
+        return Backend.of(self, self.jobs)
+
+    async def _migrate(self) -> None:
+        await asyncio.to_thread(migrate_url, self.url)
+
+    def now(self) -> float:
+        now = self.clock()
+        if isinstance(now, bool) or not isinstance(now, (int, float)):
+            raise ConfigError(f"the store's clock must return seconds, got {now!r}")
+        return float(now)
+
+    @contextlib.asynccontextmanager
+    async def connection(self, tenant: object) -> AsyncIterator[Any]:
+        """A connection for one call in autocommit mode, errors translated."""
+        if tenant is not _rows.EVERY_TENANT:
+            _rows.name(tenant, "tenant")
+        try:
+            async with (
+                translated_async(f"PostgreSQL at {redact(self.url)}"),
+                self.pools.connection() as conn,
+            ):
+                yield conn
+        except (UnicodeEncodeError, Exception) as exc:
+            bad = _bad_text(exc) or _bad_text(exc.__cause__ or exc)
+            if bad is not None:
+                raise bad from None
+            raise
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, tenant: object) -> AsyncIterator[Any]:
+        """`connection` inside one transaction: committed at the end, rolled back on any error."""
+        async with self.connection(tenant) as conn, conn.transaction():
+            yield conn
+
+    # -- ConversationLog (_log.py) -----------------------------------------------------------
+
+    ensure_conversation = _log.ensure_conversation
+    get_conversation = _log.get_conversation
+    list_conversations = _log.list_conversations
+    version = _log.version
+    append = _log.append
+    read = _log.read
+    read_tail = _log.read_tail
+    token_total = _log.token_total
+    count_messages = _log.count_messages
+    message_tokens = _log.message_tokens
+    set_message_tokens = _log.set_message_tokens
+
+    # -- SummaryLog, CompactionLog, WorkingMemory, Pins (_history.py) ----------------------
+
+    read_outline = _history.read_outline
+    save_summary = _history.save_summary
+    latest_summary = _history.latest_summary
+    summaries = _history.summaries
+    log_compaction = _history.log_compaction
+    save_compaction = _history.save_compaction
+    compactions = _history.compactions
+    put_working = _history.put_working
+    get_working = _history.get_working
+    collect_working = _history.collect_working
+    pin = _history.pin
+    unpin = _history.unpin
+    pinned = _history.pinned
+
+    # -- MessageSearch (_search.py) ------------------------------------------------------------
+
+    search = _search.search
+    search_seqs = _search.search_seqs
+    search_outlines = _search.search_outlines
+    speaker_names = _search.speaker_names
+    optimize_index = _search.optimize_index
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every pool and the job queue (idempotent); later calls raise `StoreError`."""
+        try:
+            await self.pools.close()
+        finally:
+            await self.jobs.aclose()
+
+    async def __aenter__(self) -> PostgresBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

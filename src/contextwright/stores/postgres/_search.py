@@ -1,0 +1,244 @@
+"""The PostgreSQL backend's full-text search of stored messages: BM25 over tsvectors.
+
+Every message's segmented terms are indexed at append (``messages.tsv``, a GIN
+index; ``_text.py`` says what goes in and why CJK is segmented in the
+application), so there is no index to catch up, and `optimize_index` has
+nothing to do but ``ANALYZE``.
+
+Ranking is BM25 with the conversation's own statistics, as FTS5 ranks on SQLite:
+each query term (`unit_queries`, the units FTS5 gets) is weighted by its
+inverse document frequency among the messages searched, ``ln(1 + (N - df +
+0.5) / (df + 0.5))``, and a message scores the sum of the weights of the terms
+it holds times BM25's length factor ``(k1 + 1) / (1 + k1 (1 - b + b dl / avgdl))``
+(k1 1.2, b 0.75, a term counted once: conversational turns rarely repeat one).
+``N`` and ``avgdl`` are kept on the conversation row (``text_docs``,
+``text_len``; tool results apart, as their own FTS5 table on SQLite); ``df`` is
+counted per search, over the rows searched, in one statement — which
+``match_budget`` needs anyway (rarest terms first while their matches add up to
+at most the budget). Best first, ties to the newer message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Container, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..._errors import ConfigError, InvalidMessageError
+from ...model._messages import ROLES
+from ...text._terms import focus
+from .._records import MessageOutline, SearchHit
+from ..sqlite import _rows
+from ._history import OUTLINE_COLUMNS
+from ._log import MSG_COLUMNS
+from ._text import unit_queries
+
+if TYPE_CHECKING:
+    from ._backend import PostgresBackend
+
+_K1, _B = 1.2, 0.75
+_NOT_TOOL = ("system", "developer", "user", "assistant")
+Q = "to_tsquery('contextwright.cw_text', %s)"
+
+
+def _check_query(query: object) -> str:
+    if not isinstance(query, str):
+        raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
+    return query
+
+
+def _check_roles(roles: object) -> list[str]:
+    if (
+        isinstance(roles, str)
+        or not isinstance(roles, Sequence)
+        or any(r not in ROLES for r in roles)
+    ):
+        raise ConfigError(f"roles must be a sequence of {', '.join(ROLES)}; got {roles!r}")
+    return list(dict.fromkeys(roles))
+
+
+async def _rank(
+    conn: Any, cid: int, units: list[str], upper: int, roles: Sequence[str], limit: int,
+    budget: int | None, stats: tuple[int, int], columns: str = "m.seq",
+) -> list[tuple[Any, ...]]:  # fmt: skip
+    """Rows of ``columns`` with their score last, best first (see the module docstring)."""
+    where = "m.cid = %s AND m.seq < %s AND m.role = ANY(%s) AND m.tsv IS NOT NULL"
+    base: tuple[Any, ...] = (cid, upper, list(roles))
+    counts = ", ".join(f"count(*) FILTER (WHERE m.tsv @@ {Q})" for _ in units)
+    any_unit = " || ".join([Q] * len(units))
+    cur = await conn.execute(
+        f"SELECT {counts} FROM messages m WHERE {where} AND m.tsv @@ ({any_unit})",
+        (*units, *base, *units),
+    )
+    dfs = [int(n) for n in await cur.fetchone()]
+    kept = list(range(len(units)))
+    if budget is not None:  # rarest first, then the query's order
+        kept, spent = [], 0
+        for df, i in sorted((df, i) for i, df in enumerate(dfs)):
+            if spent + df > budget:
+                break
+            spent += df
+            kept.append(i)
+        kept.sort()
+    kept = [i for i in kept if dfs[i] > 0]
+    if not kept:
+        return []
+    docs, length = stats
+    n = max(docs, max(dfs[i] for i in kept))
+    avgdl = (length / docs) if docs else 1.0
+    weights = [math.log(1 + (n - dfs[i] + 0.5) / (dfs[i] + 0.5)) for i in kept]
+    chosen = [units[i] for i in kept]
+    terms = " + ".join(f"CASE WHEN m.tsv @@ {Q} THEN %s::float8 ELSE 0 END" for _ in kept)
+    norm = f"{_K1 + 1} / (1 + {_K1} * ({1 - _B} + {_B} * m.dl / %s::float8))"
+    any_kept = " || ".join([Q] * len(kept))
+    params: list[Any] = []
+    for u, w in zip(chosen, weights, strict=True):
+        params += (u, w)
+    cur = await conn.execute(
+        f"SELECT {columns}, ({terms}) * {norm} AS score FROM messages m "
+        f"WHERE {where} AND m.tsv @@ ({any_kept}) ORDER BY score DESC, m.seq DESC LIMIT %s",
+        (*params, max(avgdl, 1e-9), *base, *chosen, limit),
+    )
+    return list(await cur.fetchall())
+
+
+async def _target(
+    conn: Any, tenant: str, conversation: str, tool: bool
+) -> tuple[int, int, tuple[int, int]] | None:
+    """(cid, last_seq, (N, total length) of the kinds searched) of the conversation."""
+    cur = await conn.execute(
+        "SELECT cid, last_seq, text_docs, text_len, tool_docs, tool_len FROM conversations "
+        "WHERE tenant = %s AND id = %s",
+        (tenant, conversation),
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    cid, last, text_docs, text_len, tool_docs, tool_len = row
+    if tool:
+        return cid, last, (text_docs + tool_docs, text_len + tool_len)
+    return cid, last, (text_docs, text_len)
+
+
+async def _search(
+    self: PostgresBackend, conversation: str, query: str, tenant: str, limit: int,
+    before_seq: int | None, roles: Sequence[str], columns: str,
+) -> list[tuple[Any, ...]]:  # fmt: skip
+    n = _rows.count(limit, "limit")
+    wanted = _check_roles(roles)
+    _check_query(query)
+    units = unit_queries(focus(query)) or unit_queries(query)
+    upper = _rows.MAX_SEQ if before_seq is None else _rows.count(before_seq, "before_seq")
+    if not units or n == 0 or not wanted:
+        return []
+    async with self.connection(tenant) as conn:
+        found = await _target(conn, tenant, conversation, "tool" in wanted)
+        if found is None:
+            return []
+        cid, last, stats = found
+        upper = min(upper, last + 1)
+        return await _rank(conn, cid, units, upper, wanted, n, None, stats, columns)
+
+
+async def search(
+    self: PostgresBackend,
+    conversation: str,
+    query: str,
+    *,
+    tenant: str,
+    limit: int = 10,
+    before_seq: int | None = None,
+    roles: Sequence[str] = ("user", "assistant"),
+) -> list[SearchHit]:
+    rows = await _search(self, conversation, query, tenant, limit, before_seq, roles, MSG_COLUMNS)
+    return [SearchHit(_rows.message(r[:-1]), float(r[-1])) for r in rows]
+
+
+async def search_seqs(
+    self: PostgresBackend,
+    conversation: str,
+    query: str,
+    *,
+    tenant: str,
+    limit: int = 10,
+    before_seq: int | None = None,
+    roles: Sequence[str] | None = ("user", "assistant"),
+) -> list[tuple[int, float]]:
+    wanted = _NOT_TOOL if roles is None else roles
+    rows = await _search(self, conversation, query, tenant, limit, before_seq, wanted, "m.seq")
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+async def search_outlines(
+    self: PostgresBackend,
+    conversation: str,
+    query: str,
+    *,
+    tenant: str,
+    limit: int = 10,
+    before_seq: int | None = None,
+    match_budget: int | None = None,
+    around: int = 0,
+    known: Container[int] = (),
+) -> tuple[list[tuple[int, float]], list[MessageOutline]]:
+    """As ``sqlite/_search.search_outlines``: hits, and the outlines around them, in one call."""
+    n = _rows.count(limit, "limit")
+    reach = _rows.count(around, "around")
+    budget = None if match_budget is None else _rows.count(match_budget, "match_budget")
+    _check_query(query)
+    if isinstance(known, str) or not isinstance(known, Container):
+        raise InvalidMessageError("known", f"must hold sequence numbers, got {known!r}")
+    upper = _rows.MAX_SEQ if before_seq is None else _rows.count(before_seq, "before_seq")
+    units = unit_queries(query)
+    if not units or n == 0 or upper == 0:
+        return [], []
+    async with self.connection(tenant) as conn:
+        found = await _target(conn, tenant, conversation, False)
+        if found is None:
+            return [], []
+        cid, last, stats = found
+        upper = min(upper, last + 1)  # what later appends add is not searched
+        rows = await _rank(conn, cid, units, upper, _NOT_TOOL, n, budget, stats)
+        hits = [(int(seq), float(score)) for seq, score in rows]
+        top = upper - 1  # the last seq searched
+        wanted: set[int] = set()
+        for seq, _ in hits:
+            wanted.update(range(max(1, seq - reach), min(top, seq + reach) + 1))
+        if known:
+            wanted = {seq for seq in wanted if seq not in known}
+        if not wanted:
+            return hits, []
+        cur = await conn.execute(
+            f"SELECT {OUTLINE_COLUMNS} FROM messages m WHERE m.cid = %s AND m.seq = ANY(%s) "
+            "ORDER BY m.seq",
+            (cid, sorted(wanted)),
+        )
+        outlines = await cur.fetchall()
+    return hits, [_rows.outline(r) for r in outlines]
+
+
+async def speaker_names(
+    self: PostgresBackend,
+    conversation: str,
+    *,
+    tenant: str,
+    after_seq: int = 0,
+    upto_seq: int | None = None,
+) -> list[str]:
+    after = _rows.count(after_seq, "after_seq")
+    upto = _rows.MAX_SEQ if upto_seq is None else _rows.count(upto_seq, "upto_seq")
+    async with self.connection(tenant) as conn:
+        cur = await conn.execute(
+            "SELECT DISTINCT m.name FROM messages m JOIN conversations c ON c.cid = m.cid "
+            "WHERE c.tenant = %s AND c.id = %s AND m.name IS NOT NULL "
+            "AND m.role IN ('user', 'assistant') AND m.seq > %s AND m.seq <= %s ORDER BY m.name",
+            (tenant, conversation, after, upto),
+        )
+        found = await cur.fetchall()
+    return sorted(name for (name,) in found)
+
+
+async def optimize_index(self: PostgresBackend) -> None:
+    """Messages are indexed at append: only refresh the planner's statistics."""
+    async with self.connection(_rows.EVERY_TENANT) as conn:
+        await conn.execute("ANALYZE messages")

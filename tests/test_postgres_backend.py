@@ -1,0 +1,209 @@
+"""What the PostgreSQL conversation backend adds to the contract suites.
+
+Lost connections (``pg_terminate_backend`` from another connection while a run
+of appends goes on: every append retried with the same message ids until it
+succeeds stores nothing twice and loses nothing acknowledged), search in
+English and Chinese against the SQLite backend on the same turns, selection by
+URL, a newer schema refused, an unreachable server reported as such, and
+strings PostgreSQL cannot hold refused as bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import psycopg
+import pytest
+
+from contextwright import ContextEngine, Conversations, HeuristicCounter, Message
+from contextwright._errors import (
+    InvalidMessageError,
+    SchemaError,
+    StoreError,
+    StoreUnavailableError,
+)
+from contextwright.stores import SQLiteBackend
+from contextwright.stores.postgres import PostgresBackend
+
+
+def test_appends_retried_after_killed_connections_store_each_message_once(pg_url):
+    stop = threading.Event()
+    kills = [0]
+
+    def killer() -> None:  # terminates every other connection to the database, 25 times
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for _ in range(25):
+                if stop.is_set():
+                    break
+                got = conn.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND backend_type = 'client backend'"
+                ).fetchone()
+                kills[0] += got[0] if got else 0
+                time.sleep(0.02)
+
+    async def main() -> tuple[list[Message], int]:
+        b = PostgresBackend(pg_url, max_size=2)
+        await b.version("c", tenant="t")  # migrated and connected before the killing starts
+        thread = threading.Thread(target=killer)
+        thread.start()
+        failures = 0
+        try:
+            for k in range(150):
+                batch = [Message.user(f"turn {k} part {j}", id=f"m{k}.{j}") for j in range(2)]
+                while True:
+                    try:
+                        done = await b.append("c", batch, tenant="t", user="u")
+                        break
+                    except (StoreUnavailableError, StoreError):
+                        failures += 1  # not acknowledged: retried with the same ids
+                assert [m.id for m in done.value] == [m.id for m in batch]
+        finally:
+            stop.set()
+            thread.join()
+        stored = await b.read("c", tenant="t")
+        await b.aclose()
+        return stored, failures
+
+    stored, failures = asyncio.run(main())
+    assert kills[0] > 0  # connections really were lost mid-run
+    assert failures > 0
+    assert [m.seq for m in stored] == list(range(1, 301))
+    assert [m.id for m in stored] == [f"m{k}.{j}" for k in range(150) for j in range(2)]
+
+
+TURNS = [
+    Message.user("I am running the budget review tomorrow"),
+    Message.assistant("The runners finished the marathon in Shanghai"),
+    Message.user("我今年35岁，在上海工作"),
+    Message.assistant("上海的天气怎么样"),
+    Message.user("北京和上海都很大"),
+    Message.assistant("Café crème at the café"),
+]
+QUERIES = ["run", "budget", "上海", "上海工作", "上", "北京", "cafe", "marathons shanghai", "天气"]
+
+
+def _hits(b: object, queries: list[str]) -> dict[str, list[int]]:
+    async def main() -> dict[str, list[int]]:
+        backend = b  # a PostgresBackend or SQLiteBackend
+        await backend.append("c", TURNS, tenant="t", user="u")  # type: ignore[attr-defined]
+        found = {}
+        for q in queries:
+            hits = await backend.search_seqs("c", q, tenant="t", roles=None)  # type: ignore[attr-defined]
+            found[q] = sorted(seq for seq, _ in hits)
+        await backend.aclose()  # type: ignore[attr-defined]
+        return found
+
+    return asyncio.run(main())
+
+
+def test_search_finds_what_sqlite_finds_in_english_and_chinese(pg_url, tmp_path):
+    on_pg = _hits(PostgresBackend(pg_url), QUERIES)
+    on_sqlite = _hits(SQLiteBackend(tmp_path / "s.db"), QUERIES)
+    assert on_pg == on_sqlite
+    assert on_pg["上海"] == [3, 4, 5]
+    assert on_pg["上海工作"] == [3, 4, 5]  # the phrase, and each bigram
+    assert on_pg["run"] == [1]  # stemmed: running (runners stays runner, as Porter has it)
+    assert on_pg["cafe"] == [6]  # diacritics removed, as unicode61 does
+
+
+def test_conversations_open_a_backend_by_url(pg_url, tmp_path):
+    engine = ContextEngine(counter=HeuristicCounter(), budget=4000)
+    for db in (pg_url, f"sqlite:///{tmp_path / 'c.db'}"):
+        with Conversations(engine, db) as convs:
+            convs.append_sync("c", [Message.user("remember the zebra")], tenant="t", user="u")
+            built = convs.build_sync("c", "what animal?", tenant="t", user="u")
+            assert "zebra" in "\n".join(m.text for m in built.messages)
+        with Conversations(engine, db) as again:  # stored, not in process
+            stored = again.messages_sync("c", tenant="t", user="u")
+            assert [m.text for m in stored] == ["remember the zebra", "what animal?"]
+    assert (tmp_path / "c.db").exists()
+    with Conversations(engine, pg_url) as convs:
+        assert type(convs.backend.conversations).__name__ == "PostgresBackend"
+        assert convs.backend.jobs is not None
+
+
+def test_a_newer_schema_is_refused(pg_url):
+    async def first() -> None:
+        b = PostgresBackend(pg_url)
+        await b.version("c", tenant="t")
+        await b.aclose()
+
+    asyncio.run(first())
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO contextwright.migrations (name, position) VALUES ('m999_future', 999)"
+        )
+
+    async def second() -> None:
+        b = PostgresBackend(pg_url)
+        try:
+            with pytest.raises(SchemaError, match="newer"):
+                await b.version("c", tenant="t")
+        finally:
+            await b.aclose()
+
+    asyncio.run(second())
+
+
+def test_an_unreachable_server_is_unavailable_and_hides_the_password():
+    async def main() -> None:
+        b = PostgresBackend("postgresql://cw:secret@127.0.0.1:1/nothing")
+        try:
+            with pytest.raises(StoreUnavailableError) as caught:
+                await b.version("c", tenant="t")
+            assert "secret" not in str(caught.value)
+        finally:
+            await b.aclose()
+
+    asyncio.run(main())
+
+
+def test_strings_postgresql_cannot_hold_are_bad_input(pg_url):
+    async def main() -> None:
+        b = PostgresBackend(pg_url)
+        await b.append("c", [Message.user("kept \x00 nul")], tenant="t", user="u")  # JSON-escaped
+        v = await b.version("c", tenant="t")
+        for bad in (Message.user("x", name="n\x00ul"), Message.user("x", id="i\x00d")):
+            with pytest.raises(InvalidMessageError):
+                await b.append("c", [bad], tenant="t", user="u")
+        assert await b.version("c", tenant="t") == v
+        assert [m.text for m in await b.read("c", tenant="t")] == ["kept \x00 nul"]
+        await b.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_backend_serves_several_event_loops(pg_url):
+    b = PostgresBackend(pg_url)
+    # each asyncio.run is a new loop (a sync facade's, a runner thread's): each gets a pool
+    for k in range(3):
+        asyncio.run(b.append("c", [Message.user(f"m{k}")], tenant="t", user="u"))
+    seen: list[int] = []
+    t = threading.Thread(target=lambda: seen.append(asyncio.run(b.version("c", tenant="t"))))
+    t.start()
+    t.join()
+    assert seen == [3]
+    asyncio.run(b.aclose())
+    with pytest.raises(StoreError):
+        asyncio.run(b.version("c", tenant="t"))
+
+
+def test_runners_are_woken_by_the_queue_or_by_redis(pg_url):
+    """On PostgreSQL the summary runner listens on the queue's LISTEN/NOTIFY; redis:// swaps in pub/sub."""
+    from contextwright.stores.postgres._wakeup import PostgresWakeup
+    from contextwright.stores.redis import RedisWakeup
+    from tests.rediskit import shared_url
+
+    engine = ContextEngine(counter=HeuristicCounter(), budget=2000)
+    with Conversations(engine, pg_url) as convs:
+        assert convs.backend.jobs is not None
+        assert isinstance(convs._runner.wakeup, PostgresWakeup)
+        assert convs._runner.wakeup is convs.backend.jobs.wakeup  # type: ignore[attr-defined]
+    with Conversations(engine, pg_url, wakeup=shared_url()) as convs:
+        assert isinstance(convs._runner.wakeup, RedisWakeup)
+        convs.append_sync("c", [Message.user("hello")], tenant="t", user="u")
+        assert [m.text for m in convs.messages_sync("c", tenant="t", user="u")] == ["hello"]
