@@ -304,8 +304,8 @@ class PostgresKnowledgeStore(PgWorkerStore):
                 return []
             tid, size = int(found[0]), int(found[1])
             cands = self._hybrid.candidates(
-                conn, units, qvec, k, size=size, where=f"c.tid = %s AND c.active{cat_sql}",
-                params=(tid, *cat_params),
+                conn, units, qvec, k, size=size, scope=("c.tid = %s", (tid,)),
+                where=f"c.tid = %s AND c.active{cat_sql}", params=(tid, *cat_params),
             )  # fmt: skip
             if not cands.ids:
                 return []

@@ -220,8 +220,8 @@ class PostgresMemoryStore(PgWorkerStore):
                 return None
             sid, size = found
             cands = self._hybrid.candidates(
-                conn, units, qvec, k, size=size, where=f"m.sid = %s{live}{cats}",
-                params=(sid, *cat_params),
+                conn, units, qvec, k, size=size, scope=("m.sid = %s", (sid,)),
+                where=f"m.sid = %s{live}{cats}", params=(sid, *cat_params),
             )  # fmt: skip
             if not cands.ids:
                 return [], cands
