@@ -46,7 +46,7 @@ def test_appends_retried_after_killed_connections_store_each_message_once(pg_url
                 time.sleep(0.02)
 
     async def main() -> tuple[list[Message], int]:
-        b = PostgresBackend(pg_url, max_size=2)
+        b = PostgresBackend(pg_url, max_size=2, retry_for=0)  # the caller retries, not the store
         await b.version("c", tenant="t")  # migrated and connected before the killing starts
         thread = threading.Thread(target=killer)
         thread.start()
@@ -207,3 +207,59 @@ def test_runners_are_woken_by_the_queue_or_by_redis(pg_url):
         assert isinstance(convs._runner.wakeup, RedisWakeup)
         convs.append_sync("c", [Message.user("hello")], tenant="t", user="u")
         assert [m.text for m in convs.messages_sync("c", tenant="t", user="u")] == ["hello"]
+
+
+def test_a_server_restart_during_appends_loses_and_doubles_nothing(tmp_path):
+    """PostgreSQL restarted twice under a run of appends: every append returns (retried
+    while the server is away), and the store holds each message once, in order."""
+    import os
+    import tempfile
+
+    pgserver = pytest.importorskip("pgserver")
+    from pgserver._commands import pg_ctl
+
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="cw-xdg-"))
+    server = pgserver.get_server(tmp_path / "pgdata", cleanup_mode="delete")
+    try:
+        url = server.get_uri()
+
+        def started() -> object:
+            with psycopg.connect(url) as conn:
+                return conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+
+        starts = [started()]
+        done = [0]
+        go = threading.Event()
+
+        def restarter() -> None:
+            for after in (40, 110):
+                while done[0] < after and not go.is_set():
+                    time.sleep(0.005)
+                pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata,
+                       user=server.system_user, timeout=60)  # fmt: skip
+                starts.append(started())
+
+        async def main() -> list[Message]:
+            b = PostgresBackend(url, max_size=2, retry_for=60)
+            await b.version("c", tenant="t")  # migrated before the restarts start
+            thread = threading.Thread(target=restarter)
+            thread.start()
+            try:
+                for k in range(200):
+                    batch = [Message.user(f"turn {k} part {j}", id=f"r{k}.{j}") for j in range(2)]
+                    saved = await b.append("c", batch, tenant="t", user="u")
+                    assert [m.id for m in saved.value] == [m.id for m in batch]
+                    done[0] += 1
+            finally:
+                go.set()
+                thread.join()
+            stored = await b.read("c", tenant="t")
+            await b.aclose()
+            return stored
+
+        stored = asyncio.run(main())
+        assert len(set(starts)) == 3, starts  # the server really restarted, twice
+        assert [m.seq for m in stored] == list(range(1, 401))
+        assert [m.id for m in stored] == [f"r{k}.{j}" for k in range(200) for j in range(2)]
+    finally:
+        server.cleanup()

@@ -18,6 +18,12 @@ are listed in the class body, one line each.
   lone surrogate, a NUL character) is an `InvalidMessageError` too. Server errors
   become `StoreError`, an unreachable server `StoreUnavailableError`
   (``_connect.translated_async``); no URL in a message carries its password.
+- **Retries.** A call that is safe to repeat — every read, an append (its
+  message ids make a repeat store nothing twice), a recount, working memory —
+  is retried with backoff for up to ``retry_for`` seconds (default 15) while the
+  server is unreachable (restarting, a failover, a dropped connection); then
+  `StoreUnavailableError`. Summaries, compaction entries and pins are not
+  repeated (the caller re-reads).
 - **Time** is the injected ``clock`` (timestamps, working-memory expiry), never
   the server's, so tests move it as on SQLite.
 - **Jobs.** `backend` comes with a `PostgresJobs` on the same database (its
@@ -28,11 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from ..._errors import ConfigError, InvalidMessageError
+from ..._errors import ConfigError, InvalidMessageError, StoreUnavailableError
 from .._contract import Backend
 from ..sqlite import _rows
 from . import _history, _log, _search
@@ -42,6 +49,10 @@ from ._migrations import migrate_url
 from ._pools import Pools
 
 __all__ = ["PostgresBackend"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+S = TypeVar("S", bound="PostgresBackend")
 
 
 def _bad_text(exc: BaseException) -> InvalidMessageError | None:
@@ -53,12 +64,33 @@ def _bad_text(exc: BaseException) -> InvalidMessageError | None:
     return None
 
 
+def _retrying(
+    fn: Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+    """``fn`` repeated while the server is unreachable, up to the backend's ``retry_for``."""
+
+    @functools.wraps(fn)
+    async def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        deadline, delay = time.monotonic() + self.retry_for, 0.05
+        while True:
+            try:
+                return await fn(self, *args, **kwargs)
+            except StoreUnavailableError:
+                if time.monotonic() + delay > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    return call
+
+
 class PostgresBackend:
     """Every role of the store contract on one PostgreSQL database (see the module docstring).
 
     ``url`` is a ``postgresql://…`` URL; ``clock`` gives "now" in seconds since
     the epoch; ``min_size``/``max_size`` bound each event loop's pool. Nothing
-    connects until the first call. `backend` gives it as a `Backend`.
+    connects until the first call; ``retry_for`` bounds the retries of calls
+    safe to repeat (module docstring; 0: none). `backend` gives it as a `Backend`.
     """
 
     def __init__(
@@ -68,8 +100,16 @@ class PostgresBackend:
         clock: Callable[[], float] = time.time,
         min_size: int = 1,
         max_size: int = 10,
+        retry_for: float = 15.0,
     ) -> None:
         self.url = check_url(url)
+        if (
+            isinstance(retry_for, bool)
+            or not isinstance(retry_for, (int, float))
+            or not (retry_for >= 0)
+        ):
+            raise ConfigError(f"retry_for must be a number of seconds >= 0, got {retry_for!r}")
+        self.retry_for = float(retry_for)
         for label, size in (("min_size", min_size), ("max_size", max_size)):
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise ConfigError(f"{label} must be a positive integer, got {size!r}")
@@ -120,40 +160,40 @@ class PostgresBackend:
 
     # -- ConversationLog (_log.py) -----------------------------------------------------------
 
-    ensure_conversation = _log.ensure_conversation
-    get_conversation = _log.get_conversation
-    list_conversations = _log.list_conversations
-    version = _log.version
-    append = _log.append
-    read = _log.read
-    read_tail = _log.read_tail
-    token_total = _log.token_total
-    count_messages = _log.count_messages
-    message_tokens = _log.message_tokens
-    set_message_tokens = _log.set_message_tokens
+    ensure_conversation = _retrying(_log.ensure_conversation)
+    get_conversation = _retrying(_log.get_conversation)
+    list_conversations = _retrying(_log.list_conversations)
+    version = _retrying(_log.version)
+    append = _retrying(_log.append)
+    read = _retrying(_log.read)
+    read_tail = _retrying(_log.read_tail)
+    token_total = _retrying(_log.token_total)
+    count_messages = _retrying(_log.count_messages)
+    message_tokens = _retrying(_log.message_tokens)
+    set_message_tokens = _retrying(_log.set_message_tokens)
 
     # -- SummaryLog, CompactionLog, WorkingMemory, Pins (_history.py) ----------------------
 
-    read_outline = _history.read_outline
+    read_outline = _retrying(_history.read_outline)
     save_summary = _history.save_summary
-    latest_summary = _history.latest_summary
-    summaries = _history.summaries
+    latest_summary = _retrying(_history.latest_summary)
+    summaries = _retrying(_history.summaries)
     log_compaction = _history.log_compaction
     save_compaction = _history.save_compaction
-    compactions = _history.compactions
-    put_working = _history.put_working
-    get_working = _history.get_working
+    compactions = _retrying(_history.compactions)
+    put_working = _retrying(_history.put_working)
+    get_working = _retrying(_history.get_working)
     collect_working = _history.collect_working
     pin = _history.pin
     unpin = _history.unpin
-    pinned = _history.pinned
+    pinned = _retrying(_history.pinned)
 
     # -- MessageSearch (_search.py) ------------------------------------------------------------
 
-    search = _search.search
-    search_seqs = _search.search_seqs
-    search_outlines = _search.search_outlines
-    speaker_names = _search.speaker_names
+    search = _retrying(_search.search)
+    search_seqs = _retrying(_search.search_seqs)
+    search_outlines = _retrying(_search.search_outlines)
+    speaker_names = _retrying(_search.speaker_names)
     optimize_index = _search.optimize_index
 
     # -- lifetime -------------------------------------------------------------------------------
