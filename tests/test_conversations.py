@@ -743,6 +743,12 @@ def test_import_stores_everything_in_batches_and_summarises_once(convs):
     fresh = Conversations(convs.engine, convs.backend, compaction=convs.compaction)
     a = convs.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
     b = fresh.build_sync("imp", "plan 3?", tenant="t", user="u", store_message=False)
+    # not fresh.close(): the backend is convs', closed by the fixture; but what fresh
+    # opened on its own loops (its sync loop, its runner's thread) closes with them
+    release = getattr(fresh.backend.conversations, "release_loop", None)
+    if release is not None:
+        fresh.run_sync(release())
+    fresh._runner.close()
     assert [(m.role, m.text) for m in a.messages] == [(m.role, m.text) for m in b.messages]
 
 

@@ -165,7 +165,7 @@ class Conversations:
         wakeup, self._close_wakeup = open_wakeup(wakeup, jobs)
         self._runner = JobRunner(
             jobs, {SUMMARISE: self._compactor.run_job}, inline=inline_jobs, lease=job_lease,
-            wakeup=wakeup,
+            wakeup=wakeup, before_stop=getattr(self.backend.conversations, "release_loop", None),
         )  # fmt: skip
         self._runner.start()  # takes over what dead workers left
         # The stateful default recalls sparingly, so that a turn stays cheap however

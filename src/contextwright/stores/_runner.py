@@ -3,9 +3,8 @@
 Two modes. **Inline** (the CLI, tests): `enqueue` runs what is due at once, on
 the caller's event loop, before it returns. **Thread** (embedded use): one
 daemon thread with an event loop claims and runs jobs one at a time; an enqueue
-in this process wakes it, and when nothing is due it sleeps until the queue's
-next due time (a retry, another worker's lease running out) or the next wake.
-Started, it first takes what is due, expired leases of dead workers included.
+(here, or elsewhere via a `Wakeup`) wakes it, else it sleeps until the queue's next
+due time. Started, it first takes what is due, dead workers' expired leases too.
 
 While a handler runs, its lease is renewed every third of the lease; if a
 renewal finds the job taken over (the lease had run out), the handler is
@@ -14,10 +13,9 @@ job, which is retried with exponential backoff and ends ``failed`` (kept, with
 its error) after its last attempt; errors of the queue itself are logged and
 retried with backoff. `wait_idle` waits until every job this runner enqueued
 has run (here or in another worker), and the process-local work given to
-`submit`. `close` lets due work finish for a while, then stops the thread: no
-thread outlives it. At interpreter exit open runners get ``exit_timeout``
-seconds (see ``_shutdown.py``); a job cut short keeps its lease until it runs
-out, and another worker (or the next process) takes it over.
+`submit`. `close` lets due work finish for a while, then stops the thread (none
+outlives it; at exit, after ``exit_timeout`` s: ``_shutdown.py``); a job cut short
+keeps its lease until it runs out, and another worker takes it over.
 
 Across processes: given a ``wakeup`` (`Wakeup`: PostgreSQL LISTEN/NOTIFY, Redis
 pub/sub), a serving runner listens on it and is woken by other workers'
@@ -71,7 +69,8 @@ class JobRunner:
     counter); ``lease`` is how long a claim holds without renewal; a failed
     attempt ``n`` is retried after ``retry_base * 2**(n-1)`` seconds, at most
     ``retry_cap``. ``owns_jobs``: `close` also closes the queue (its ``aclose``),
-    on the runner's loop, where a queue's connections belong.
+    on the runner's loop, where a queue's connections belong (else only what it
+    holds for that loop: ``release_loop``); ``before_stop`` runs there last.
     """
 
     def __init__(
@@ -88,6 +87,7 @@ class JobRunner:
         thread_name: str = "contextwright-bg",
         wakeup: Wakeup | None = None,
         owns_jobs: bool = False,
+        before_stop: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         if not handlers:
             raise ConfigError("handlers must name at least one job kind")
@@ -103,6 +103,7 @@ class JobRunner:
         self.thread_name = thread_name
         self.wakeup = wakeup
         self.owns_jobs = owns_jobs
+        self.before_stop = before_stop
         self._unlisten: Callable[[], None] | None = None
         self.clock: Callable[[], float] = getattr(jobs, "clock", time.time)
         self.queue_errors = 0  # errors of the queue itself (claim, complete...) met so far
@@ -459,10 +460,12 @@ class JobRunner:
         local = [f for f in list(self._local) if not f.done()]
         if local:
             concurrent.futures.wait(local, timeout=max(0.0, deadline - time.monotonic()))
-        closer = getattr(self.jobs, "aclose", None) if self.owns_jobs else None
-        if closer is not None and not loop.is_closed():
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(closer(), loop).result(5.0)
+        # connections opened on this loop must close on it, before it stops
+        closer = getattr(self.jobs, "aclose" if self.owns_jobs else "release_loop", None)
+        for close in (closer, self.before_stop):
+            if close is not None and not loop.is_closed():
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(close(), loop).result(5.0)
         with self._lock:
             self._loop = self._thread = None
             self._serving = False

@@ -198,6 +198,11 @@ class PostgresBackend:
 
     # -- lifetime -------------------------------------------------------------------------------
 
+    async def release_loop(self) -> None:
+        """Close the running loop's pools, the job queue's too (before that loop stops)."""
+        await self.pools.release_loop()
+        await self.jobs.release_loop()
+
     async def aclose(self) -> None:
         """Close every pool and the job queue (idempotent); later calls raise `StoreError`."""
         try:

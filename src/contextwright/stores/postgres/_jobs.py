@@ -187,6 +187,14 @@ class PostgresJobs:
         ):
             yield conn
 
+    async def release_loop(self) -> None:
+        """Close the running loop's pool (not a given one); see `Pools.release_loop`."""
+        with self._lock:
+            pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                await pool.close()
+
     async def aclose(self) -> None:
         """Stop the wake-up listener and close the pools this queue opened (not a given one)."""
         await asyncio.to_thread(self.wakeup.close)

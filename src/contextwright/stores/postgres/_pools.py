@@ -93,6 +93,18 @@ class Pools:
         async with pool.connection() as conn:
             yield conn
 
+    async def release_loop(self, timeout: float = 5.0) -> None:
+        """Close the running loop's pool, if it has one (a later call here opens another).
+
+        For a loop about to stop (a job runner's thread): its pool's tasks would
+        otherwise be left pending on a loop that never runs again.
+        """
+        with self._lock:
+            opening = self._pools.pop(asyncio.get_running_loop(), None)
+        if opening is not None:
+            with contextlib.suppress(Exception):
+                await (await opening).close(timeout)
+
     async def close(self, timeout: float = 5.0) -> None:
         """Close every pool (idempotent); later calls raise `StoreError`."""
         with self._lock:
