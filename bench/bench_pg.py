@@ -45,6 +45,7 @@ from typing import Any
 from rich.console import Console
 
 from _paired import Goal, goal_table, paired
+from _scale_embed import ScaleEmbedder
 from bench_history import (
     STATE,
     TENANT,
@@ -110,31 +111,13 @@ def _memory_pair(n: int, root: Path) -> tuple[Any, Any, str]:
     scope = Scope(TENANT, USER)
     stores = []
     for db in (str(root / "memory.db"), url):
-        store = open_memory_store(db, embedder=_HashEmbedder())
+        store = open_memory_store(db, embedder=ScaleEmbedder(384))
         store.add_many(
             scope,
             [" ".join(rng.choice(words) for _ in range(12)) for _ in range(n)],
         )
         stores.append(store)
     return stores[0], stores[1], url
-
-
-class _HashEmbedder:
-    """A deterministic 384-d bag-of-words embedder: the same vectors on both sides."""
-
-    dim = 384
-    name = "hash-384"
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        import numpy as np
-
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for w in text.lower().split():
-                out[i, hash(w) % self.dim] += 1.0
-            norm = float(np.linalg.norm(out[i])) or 1.0
-            out[i] /= norm
-        return out
 
 
 def _search(store: Any, q: str) -> float:
@@ -213,8 +196,8 @@ def _worker(
     pool = turn_messages(50, seed=seed)
     # warm up: two turns outside the clock
     for q, reply in pool[:2]:
-        conv.build_sync("w", q, tenant=TENANT, user=f"w{seed}")
-        conv.append_sync("w", [reply.replace()], tenant=TENANT, user=f"w{seed}")
+        conv.build_sync(f"w{seed}", q, tenant=TENANT, user=USER)
+        conv.append_sync(f"w{seed}", [reply.replace()], tenant=TENANT, user=USER)
     barrier.wait(BARRIER_TIMEOUT)
     turns, stale, per_conv = 0, 0, [0] * convs
     end = time.perf_counter() + seconds
@@ -225,7 +208,8 @@ def _worker(
         built = conv.build_sync(f"c{k}", q, tenant=TENANT, user=USER, state=STATE)
         last = built.report.last_seq or 0
         stale += last < seen
-        saved = conv.append_sync(f"c{k}", [reply.replace()], tenant=TENANT, user=USER)
+        fresh_reply = Message.assistant(reply.text)  # a new id: the pool's repeat
+        saved = conv.append_sync(f"c{k}", [fresh_reply], tenant=TENANT, user=USER)
         seq = saved[-1].seq or 0
         with lock:
             published[k] = max(published[k], seq)
@@ -320,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.worker_rounds = args.worker_rounds or (1 if q else 3)
     if args.dsn:
         os.environ["CONTEXTWRIGHT_TEST_DSN"] = args.dsn
-    console = Console()
+    console = Console(width=200)
     info = machine()
     console.print(f"machine: {info}")
     load = LoadSampler()
