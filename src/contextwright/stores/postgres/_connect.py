@@ -83,7 +83,10 @@ def _translate(exc: BaseException, where: str) -> BaseException:
     name = type(exc).__name__
     if isinstance(exc, pg.OperationalError) or name in ("PoolTimeout", "TooManyRequests"):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else name
-        return StoreUnavailableError(f"{where}: PostgreSQL is unavailable ({first})")
+        hint = ""
+        if "connection failed" in first or "connecting" in where:
+            hint = "; is the server running, and are the host, port, user and password right?"
+        return StoreUnavailableError(f"{where}: PostgreSQL is unavailable ({first}){hint}")
     if isinstance(exc, pg.Error):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else name
         return StoreError(f"{where}: PostgreSQL error {name}: {first}")
