@@ -28,7 +28,7 @@ from ..tokens._count import TokenCounter
 from ._candidates import Candidates
 from ._knowledge import KnowledgeHit, Passage
 from ._knowledge_render import render_passages
-from ._memory import check_limit, check_score
+from ._memory import check_limit, check_search
 
 __all__ = [
     "COLUMNS", "add", "check_category", "dump_metas", "indexed", "ingest", "ingest_file",
@@ -176,12 +176,10 @@ def search_args(
     query: str, limit: int, min_score: float, categories: Sequence[str] | None
 ) -> tuple[int, float, list[str] | None] | None:
     """``(limit, floor, categories)`` checked, or None when the search finds nothing anyway."""
-    if not isinstance(query, str):
-        raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
-    n = check_limit(limit)
-    floor = check_score(min_score, "min_score")
-    if n == 0 or not query.strip():
+    checked = check_search(query, limit, min_score)
+    if checked is None:
         return None
+    n, floor = checked
     if isinstance(categories, str):
         raise ConfigError("categories must be a sequence of names, not one string")
     return n, floor, None if categories is None else [check_category(c) for c in categories]

@@ -14,7 +14,15 @@ from typing import Any
 
 from ..._errors import ConfigError, InvalidMessageError
 from ...model._checks import unicode_problem
-from .._memory import Memory, Scope, check_category, check_content, check_importance, check_key
+from .._memory import (
+    Memory,
+    Scope,
+    check_category,
+    check_content,
+    check_importance,
+    check_key,
+    check_scope,
+)
 
 __all__ = [
     "COLUMNS",
@@ -54,8 +62,7 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
 
 
 def scope_params(scope: Scope) -> tuple[str, str, str]:
-    if not isinstance(scope, Scope):
-        raise ConfigError(f"scope must be a Scope, got {type(scope).__name__}")
+    check_scope(scope)
     return (scope.tenant, scope.user, scope.namespace)
 
 
