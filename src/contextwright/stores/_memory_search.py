@@ -36,7 +36,7 @@ from ._memory import (
     check_score,
     check_search,
 )
-from .sqlite._memory_rows import memory_from_row  # the row layout both backends read
+from ._memory_input import memory_from_row
 
 __all__ = ["find_similar", "search_sync"]
 

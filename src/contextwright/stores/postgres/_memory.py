@@ -39,6 +39,7 @@ from typing import Any
 from ...llm._embed import Embedder, Vectors
 from ...text._query import Unit
 from ...text._scores import SearchWeights, fingerprint
+from .. import _memory_input as _input
 from .. import _memory_search as _search
 from .._candidates import Candidates
 from .._memory import (
@@ -231,8 +232,7 @@ class PostgresMemoryStore(PgWorkerStore):
 
     # -- writes (_memory_writes.py) -------------------------------------------------------------
 
-    _vectors = _writes._vectors
-    add = _writes.add
+    add = _input.add
     add_many = _writes.add_many
     _add_many = _writes._add_many
     supersede = _writes.supersede

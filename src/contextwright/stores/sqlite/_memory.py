@@ -60,6 +60,7 @@ from ...llm._embed import Embedder, Vectors
 from ...text._query import Unit
 from ...text._scores import SearchWeights, fingerprint
 from .. import SQLiteStore
+from .. import _memory_input as _input
 from .. import _memory_search as _search
 from .._memory import (
     Memory,
@@ -285,8 +286,7 @@ class SQLiteMemoryStore(WorkerStore):
 
     # -- writes (_memory_writes.py) -----------------------------------------------
 
-    _vectors = _writes._vectors
-    add = _writes.add
+    add = _input.add
     add_many = _writes.add_many
     supersede = _writes.supersede
     _mark_superseded = _writes._mark_superseded
