@@ -158,6 +158,12 @@ def test_scope_must_be_a_scope(store):
         store.add(("acme", "alice"), "x")  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         Scope("", "u")
+    # the reads check it first on both backends, even where the answer would be empty
+    for query in ("x", "", "   "):
+        with pytest.raises(ConfigError, match="scope"):
+            store.search_sync(("acme", "alice"), query)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="scope"):
+        store.find_similar(("acme", "alice"), "x", limit=0)  # type: ignore[arg-type]
 
 
 # -- search -------------------------------------------------------------------------------------

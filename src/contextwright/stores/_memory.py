@@ -48,6 +48,10 @@ __all__ = [
     "check_content",
     "check_importance",
     "check_key",
+    "check_limit",
+    "check_scope",
+    "check_score",
+    "check_search",
 ]
 
 # The categories extraction writes (docs/design-notes.md, Built-in sources); any other
@@ -202,6 +206,23 @@ def check_score(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise ConfigError(f"{name} must be a number, got {value!r}")
     return float(value)
+
+
+def check_scope(scope: object) -> Scope:
+    if not isinstance(scope, Scope):
+        raise ConfigError(f"scope must be a Scope, got {type(scope).__name__}")
+    return scope
+
+
+def check_search(query: object, limit: object, min_score: object) -> tuple[int, float] | None:
+    """A search's ``(limit, floor)``, or None when it finds nothing anyway (no limit, no words)."""
+    if not isinstance(query, str):
+        raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
+    n = check_limit(limit)
+    floor = check_score(min_score, "min_score")
+    if n == 0 or not query.strip():
+        return None
+    return n, floor
 
 
 class InMemoryMemoryStore:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -132,6 +132,22 @@ def _probe(url: str, timeout: float) -> None:
         pg.connect(url, connect_timeout=max(1, int(timeout))).close()
 
 
+def _pool_options(
+    min_size: int, max_size: int, timeout: float, configure: Callable[..., Any]
+) -> dict[str, Any]:
+    """What both pools are opened with: autocommit, our search path, opened by the caller."""
+    return {
+        "min_size": min_size, "max_size": max_size, "open": False, "timeout": timeout,
+        "kwargs": {"autocommit": True}, "configure": configure,
+    }  # fmt: skip
+
+
+def _refused(url: str, timeout: float, exc: Exception) -> BaseException:
+    """The error for a pool that would not open: the server's own refusal if it gives one."""
+    _probe(url, timeout)
+    return _translate(exc, f"connecting to {redact(url)}")
+
+
 async def open_async_pool(
     url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 10.0
 ) -> Any:
@@ -140,21 +156,12 @@ async def open_async_pool(
     psycopg()
     from psycopg_pool import AsyncConnectionPool
 
-    pool = AsyncConnectionPool(
-        url,
-        min_size=min_size,
-        max_size=max_size,
-        open=False,
-        timeout=timeout,
-        kwargs={"autocommit": True},
-        configure=_configure_async,
-    )
+    pool = AsyncConnectionPool(url, **_pool_options(min_size, max_size, timeout, _configure_async))
     try:
         await pool.open(wait=True, timeout=timeout)
     except Exception as exc:
         await pool.close()
-        _probe(url, timeout)
-        raise _translate(exc, f"connecting to {redact(url)}") from exc
+        raise _refused(url, timeout, exc) from exc
     return pool
 
 
@@ -164,19 +171,10 @@ def open_sync_pool(url: str, *, min_size: int = 1, max_size: int = 4, timeout: f
     psycopg()
     from psycopg_pool import ConnectionPool
 
-    pool = ConnectionPool(
-        url,
-        min_size=min_size,
-        max_size=max_size,
-        open=False,
-        timeout=timeout,
-        kwargs={"autocommit": True},
-        configure=_configure_sync,
-    )
+    pool = ConnectionPool(url, **_pool_options(min_size, max_size, timeout, _configure_sync))
     try:
         pool.open(wait=True, timeout=timeout)
     except Exception as exc:
         pool.close()
-        _probe(url, timeout)
-        raise _translate(exc, f"connecting to {redact(url)}") from exc
+        raise _refused(url, timeout, exc) from exc
     return pool

@@ -14,37 +14,35 @@ relevance, a similarity in 0..1.
   row first: old chunks out, new ones in, as one change seen by every worker.
 - **Experiences**: passages of a category, ``set_active(source, False)`` takes a
   source out of search; `view` gives a `KnowledgeStore` limited to categories.
+- **Shared with SQLite**: input checks, chunking, metadata, search arguments and
+  the ranking of hits are ``stores/_knowledge_input.py``'s, listed in the class body.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from ..._errors import ConfigError, InvalidMessageError
+from ..._errors import ConfigError
 from ...llm._embed import Embedder
-from ...model._checks import check_unicode, unicode_problem
-from ...text._chunk import Chunk, chunk_document
+from ...model._checks import unicode_problem
+from ...text._chunk import Chunk
 from ...text._query import query_units
 from ...text._scores import SearchWeights
 from ...text._terms import segment
 from ...tokens._count import HeuristicCounter, TokenCounter
+from .. import _knowledge_input as _input
 from .._knowledge import KnowledgeHit
-from .._knowledge_render import render_passages
-from .._memory import check_limit, check_score
-from ..sqlite._knowledge import _category, _indexed, _passage, _row_text
+from .._knowledge_input import COLUMNS, dump_metas, indexed, ranked_hits, search_args
 from ._base import PgWorkerStore
 from ._hybrid import TS_CONFIG, PgHybrid, add_cosines
 from ._space import PgSpace, vector_literal
 
 __all__ = ["PgKnowledgeView", "PostgresKnowledgeStore"]
 
-_COLUMNS = "c.kid, c.source, c.idx, c.category, c.active, c.heading_path, c.meta, c.content"
 _INSERT = (
     "INSERT INTO knowledge_chunks (tid, source, idx, category, active, created_at, "
     "embedding_model, heading_path, meta, content, tsv, embedding) VALUES "
@@ -111,70 +109,9 @@ class PostgresKnowledgeStore(PgWorkerStore):
 
     # -- writes ----------------------------------------------------------------------------
 
-    def ingest(
-        self,
-        text: str,
-        *,
-        source: str,
-        format: Literal["markdown", "text"] = "markdown",
-        category: str = "",
-        active: bool = True,
-        meta: Mapping[str, Any] | None = None,
-        max_tokens: int = 300,
-        overlap_tokens: int = 40,
-    ) -> int:
-        """Chunk ``text`` and store it as ``source`` (replacing that source); returns the chunk count."""
-        chunks = chunk_document(
-            text, source=source, format=format, max_tokens=max_tokens,
-            overlap_tokens=overlap_tokens, counter=self.counter,
-        )  # fmt: skip
-        return self._write(source, chunks, _category(category), active, meta, {"format": format})
-
-    def ingest_file(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        source: str | None = None,
-        format: Literal["markdown", "text"] | None = None,
-        category: str = "",
-        active: bool = True,
-        meta: Mapping[str, Any] | None = None,
-        encoding: str = "utf-8",
-        max_tokens: int = 300,
-        overlap_tokens: int = 40,
-    ) -> int:
-        """`ingest` a file: markdown for ``.md``/``.markdown``, else text; source = the file name."""
-        p = Path(path)
-        try:
-            text = p.read_text(encoding=encoding)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read {p}: {exc}") from exc
-        fmt = format or ("markdown" if p.suffix.lower() in (".md", ".markdown") else "text")
-        return self.ingest(
-            text, source=source or p.name, format=fmt, category=category, active=active,
-            meta={"path": str(p), **(meta or {})}, max_tokens=max_tokens,
-            overlap_tokens=overlap_tokens,
-        )  # fmt: skip
-
-    def add(
-        self,
-        content: str,
-        *,
-        source: str,
-        category: str = "experience",
-        active: bool = True,
-        meta: Mapping[str, Any] | None = None,
-    ) -> int:
-        """Store one passage as is (an experience, a FAQ answer) as ``source``, replacing it."""
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidMessageError("content", "must be a non-empty string")
-        check_unicode(content, "content")
-        if not isinstance(source, str) or not source:
-            raise ConfigError(f"source must be a non-empty string, got {source!r}")
-        if (problem := unicode_problem(source)) is not None:
-            raise ConfigError(f"source {problem}")
-        chunk = Chunk(content, source, (), 0, {})
-        return self._write(source, [chunk], _category(category), active, meta, {})
+    ingest = _input.ingest
+    ingest_file = _input.ingest_file
+    add = _input.add
 
     def _write(
         self,
@@ -185,15 +122,8 @@ class PostgresKnowledgeStore(PgWorkerStore):
         meta: Mapping[str, Any] | None,
         extra: Mapping[str, Any],
     ) -> int:
-        base = dict(meta or {})
-        try:
-            metas = [json.dumps({**base, **extra, **c.meta}, ensure_ascii=False) for c in chunks]
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"meta must be JSON-serialisable: {exc}") from exc
-        for text in metas:
-            if (problem := unicode_problem(text)) is not None:
-                raise ConfigError(f"meta {problem}")
-        texts = [_indexed(c.heading_path, c.content) for c in chunks]
+        metas = dump_metas(chunks, meta, extra)
+        texts = [indexed(c.heading_path, c.content) for c in chunks]
         vectors = self.space.embed(texts) if self.embedder is not None and chunks else None
         model = self.space.model if vectors is not None else None
         now = self.clock()
@@ -284,15 +214,10 @@ class PostgresKnowledgeStore(PgWorkerStore):
         min_score: float = 0.0,
     ) -> list[KnowledgeHit]:
         """Active passages relevant to ``query``, best first; scores are similarities in 0..1."""
-        if not isinstance(query, str):
-            raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
-        n = check_limit(limit)
-        floor = check_score(min_score, "min_score")
-        if n == 0 or not query.strip():
+        args = search_args(query, limit, min_score, categories)
+        if args is None:
             return []
-        if isinstance(categories, str):
-            raise ConfigError("categories must be a sequence of names, not one string")
-        cats = None if categories is None else [_category(c) for c in categories]
+        n, floor, cats = args
         cat_sql = "" if cats is None else " AND c.category = ANY(%s)"
         cat_params: tuple[Any, ...] = () if cats is None else (cats,)
         units = query_units(query)
@@ -311,31 +236,14 @@ class PostgresKnowledgeStore(PgWorkerStore):
                 return []
             cos, cos_params = self._hybrid.cosine_sql(qvec)
             rows = conn.execute(
-                f"SELECT {_COLUMNS}, {cos} FROM knowledge_chunks c JOIN knowledge_scopes t "
+                f"SELECT {COLUMNS}, {cos} FROM knowledge_chunks c JOIN knowledge_scopes t "
                 f"ON t.tid = c.tid WHERE t.tenant = %s AND c.active{cat_sql} AND c.kid = ANY(%s)",
                 (*cos_params, self.tenant, *cat_params, sorted(cands.ids)),
             ).fetchall()
         add_cosines(cands, rows)
-        found_rows = cands.scored(rows, self.weights, _row_text, floor)
-        scored = [(min(rel, 1.0), row) for rel, row in found_rows]
-        scored.sort(key=lambda s: (-s[0], s[1][0]))
-        return [KnowledgeHit(_passage(row), score) for score, row in scored[:n]]
+        return ranked_hits(cands, rows, self.weights, floor, n)
 
-    def retrieve_for_prompt(
-        self,
-        query: str,
-        budget_tokens: int,
-        *,
-        counter: TokenCounter | None = None,
-        limit: int = 5,
-        locale: str = "en",
-        categories: Sequence[str] | None = None,
-        min_score: float = 0.0,
-    ) -> str:
-        """The best passages rendered with source and similarity, within ``budget_tokens``."""
-        budget = check_limit(budget_tokens, "budget_tokens")
-        hits = self.search_sync(query, limit=limit, categories=categories, min_score=min_score)
-        return render_passages(hits, budget, counter or self.counter, locale=locale)
+    retrieve_for_prompt = _input.retrieve_for_prompt
 
     def view(
         self, *, categories: Sequence[str] | None = None, min_score: float = 0.0

@@ -25,31 +25,30 @@ search ranks alike on both. What differs is where the work happens:
 - **Async**: ``search`` and ``top`` run the sync methods on the store's threads
   (``_base.py``).
 
-The writes live in ``_memory_writes.py``, listed in the class body one line each.
+The writes live in ``_memory_writes.py``, ``search_sync`` and ``find_similar`` in
+``stores/_memory_search.py`` (shared with SQLite), listed in the class body one line each.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..._errors import InvalidMessageError
 from ...llm._embed import Embedder, Vectors
-from ...text._query import Unit, query_units
-from ...text._scores import SearchWeights, fingerprint, shingle_similarity, weighted_score
+from ...text._query import Unit
+from ...text._scores import SearchWeights, fingerprint
+from .. import _memory_input as _input
+from .. import _memory_search as _search
 from .._candidates import Candidates
 from .._memory import (
     Memory,
     MemoryHit,
     Scope,
     check_category,
-    check_content,
     check_key,
     check_limit,
-    check_score,
 )
 from . import _memory_writes as _writes
 from ._base import PgWorkerStore
@@ -157,50 +156,8 @@ class PostgresMemoryStore(PgWorkerStore):
             ).fetchall()
         return [memory_from_row(r) for r in rows]
 
-    def search_sync(
-        self,
-        scope: Scope,
-        query: str,
-        *,
-        limit: int = 5,
-        categories: Sequence[str] | None = None,
-        min_score: float = 0.0,
-        include_superseded: bool = False,
-        now: float | None = None,
-    ) -> list[MemoryHit]:
-        """The memories of ``scope`` most relevant to ``query``, best first (hybrid).
-
-        ``min_score`` applies to the relevance (lexical/semantic similarity, 0..1),
-        before importance and recency weigh in; ``score`` is the weighted value.
-        """
-        if not isinstance(query, str):
-            raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
-        scope_params(scope)
-        n = check_limit(limit)
-        floor = check_score(min_score, "min_score")
-        if n == 0 or not query.strip():
-            return []
-        qvec = self.space.query_vector(query)
-        found = self._candidates(
-            scope, query_units(query), qvec, max(4 * n, 32), categories, include_superseded
-        )
-        if found is None:
-            return []
-        rows, cands = found
-        when = self.clock() if now is None else now
-        scored = [
-            (weighted_score(rel, row[7], when - row[9], self.weights), rel, row[0], row)
-            for rel, row in cands.scored(rows, self.weights, lambda r: r[18], floor)
-        ]
-        scored.sort(key=lambda h: (-h[0], -h[2]))
-        hits = [(s, r, mid, memory_from_row(row)) for s, r, mid, row in scored[:n]]
-        self._touch([h[2] for h in hits], when)
-        return [
-            MemoryHit(
-                dataclasses.replace(m, accessed_at=when, access_count=m.access_count + 1), s, r
-            )
-            for s, r, _, m in hits
-        ]
+    search_sync = _search.search_sync
+    find_similar = _search.find_similar
 
     def _candidates(
         self,
@@ -249,46 +206,19 @@ class PostgresMemoryStore(PgWorkerStore):
         except Exception:  # busy, or the pool is: the statistics can wait
             pass
 
-    def find_similar(
-        self,
-        scope: Scope,
-        content: str,
-        *,
-        category: str | None = None,
-        threshold: float = 0.85,
-        limit: int = 5,
-    ) -> list[MemoryHit]:
-        """Live memories of ``scope`` that say nearly the same as ``content``, most similar first.
-
-        As `SQLiteMemoryStore.find_similar`: the same normalised text scores 1.0;
-        otherwise the larger of the character-trigram Jaccard similarity and, with an
-        embedder, the cosine. Only those >= ``threshold``.
-        """
-        check_content(content)
-        scope_params(scope)
-        n = check_limit(limit)
-        floor = check_score(threshold, "threshold")
-        cats = None if category is None else [check_category(category)]
-        qvec = self.space.query_vector(content)
-        found = self._candidates(scope, query_units(content), qvec, max(4 * n, 20), cats, False)
-        if found is None or n == 0:
-            return []
-        rows, cands = found
-        cosines = cands.cosines
-        cat_sql, cat_params = categories_sql(cats)
+    def _same_fingerprint(
+        self, scope: Scope, content: str, categories: Sequence[str] | None
+    ) -> list[Any]:
+        """The live memories of ``scope`` whose text normalises as ``content``'s does."""
+        cat_sql, cat_params = categories_sql(categories)
         with self._conn() as conn:
-            rows += conn.execute(
-                f"SELECT {COLUMNS}, NULL {FROM} WHERE {IN_SCOPE} AND m.fingerprint = %s "
-                f"AND {LIVE}{cat_sql}",
-                (*scope_params(scope), fingerprint(content), *cat_params),
-            ).fetchall()
-        hits: dict[int, MemoryHit] = {}
-        for row in rows:
-            memory = memory_from_row(row)
-            similarity = max(shingle_similarity(content, memory.content), cosines.get(row[0], 0.0))
-            if similarity >= floor:
-                hits[row[0]] = MemoryHit(memory, min(similarity, 1.0), min(similarity, 1.0))
-        return sorted(hits.values(), key=lambda h: -h.score)[:n]
+            return list(
+                conn.execute(
+                    f"SELECT {COLUMNS}, NULL {FROM} WHERE {IN_SCOPE} AND m.fingerprint = %s "
+                    f"AND {LIVE}{cat_sql}",
+                    (*scope_params(scope), fingerprint(content), *cat_params),
+                )
+            )
 
     # -- async (the MemoryStore protocol) ------------------------------------------------------
 
@@ -302,8 +232,7 @@ class PostgresMemoryStore(PgWorkerStore):
 
     # -- writes (_memory_writes.py) -------------------------------------------------------------
 
-    _vectors = _writes._vectors
-    add = _writes.add
+    add = _input.add
     add_many = _writes.add_many
     _add_many = _writes._add_many
     supersede = _writes.supersede

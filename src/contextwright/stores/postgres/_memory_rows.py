@@ -14,7 +14,7 @@ from typing import Any
 
 from ..._errors import ConfigError
 from .._memory import Memory, Scope, check_category
-from ..sqlite._memory_rows import memory_from_row, prepare_item, scope_params
+from .._memory_input import memory_from_row, prepare_item, scope_params
 
 __all__ = [
     "COLUMNS",

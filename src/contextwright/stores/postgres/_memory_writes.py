@@ -1,7 +1,8 @@
 """The write side of `PostgresMemoryStore`: add, supersede, importance, activity, forget.
 
 Written as functions of the store and listed in its class body, one line each,
-as ``sqlite/_memory_writes.py`` is. Each validates and embeds *before* its
+as ``sqlite/_memory_writes.py`` is (what both do alike, from checking a batch to
+``add``, is ``stores/_memory_input.py``'s). Each validates and embeds *before* its
 transaction opens (embedding is the slow part), then writes in one transaction
 that first locks the scope row (`lock_scope`): row, tsvector, vector and
 supersession commit together or not at all. ``supersede`` is one transaction too
@@ -16,20 +17,18 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import ConfigError, InvalidMessageError
-from ...llm._embed import Vectors, normalize_rows
 from ...text._scores import fingerprint
 from ...text._terms import segment
 from .._memory import Memory, Scope, check_importance
-from ..sqlite._memory_rows import UNSET
+from .._memory_input import UNSET, prepare_batch, successor
 from ._hybrid import TS_CONFIG
-from ._memory_rows import lock_scope, prepare_item, scope_params, supersede_key
+from ._memory_rows import lock_scope, scope_params, supersede_key
 from ._space import vector_literal
 
 if TYPE_CHECKING:
     from ._memory import PostgresMemoryStore
 
 __all__ = [
-    "add",
     "add_many",
     "forget",
     "forget_scope",
@@ -49,51 +48,6 @@ _IN_SID = (
 )
 
 
-def _vectors(
-    self: PostgresMemoryStore, texts: Sequence[str], given: Sequence[Any | None]
-) -> list[Vectors | None]:
-    """Vectors for ``texts``: the given ones checked, the others embedded in one batch."""
-    out: list[Vectors | None] = [None] * len(texts)
-    todo = []
-    for i, g in enumerate(given):
-        if g is None:
-            todo.append(i)
-            continue
-        if self.embedder is None:
-            raise ConfigError("an explicit embedding needs a store opened with an embedder")
-        out[i] = normalize_rows(g, self.space.dimension, who=f"embedding[{i}]")[0]
-    if self.embedder is not None and todo:
-        made = self.space.embed([texts[i] for i in todo])
-        for i, v in zip(todo, made, strict=True):
-            out[i] = v
-    return out
-
-
-def add(
-    self: PostgresMemoryStore,
-    scope: Scope,
-    content: str,
-    *,
-    category: str = "fact",
-    importance: int = 50,
-    key: str | None = None,
-    source_message_ids: Sequence[str] = (),
-    meta: Mapping[str, Any] | None = None,
-    embedding: Any = None,
-) -> Memory:
-    """Store a memory; a live one with the same scope, category and ``key`` is superseded.
-
-    As `SQLiteMemoryStore.add`: ``embedding`` is a precomputed vector of the store's
-    embedder; `InvalidMessageError` for empty content, `ConfigError` for a bad
-    importance, category or key.
-    """
-    item = {
-        "content": content, "category": category, "importance": importance, "key": key,
-        "source_message_ids": source_message_ids, "meta": meta, "embedding": embedding,
-    }  # fmt: skip
-    return self.add_many(scope, [item])[0]
-
-
 def add_many(
     self: PostgresMemoryStore, scope: Scope, items: Sequence[str | Mapping[str, Any]]
 ) -> list[Memory]:
@@ -111,13 +65,10 @@ def _add_many(
     items: Sequence[str | Mapping[str, Any]],
     old_id: str | None,
 ) -> list[Memory]:
-    scope_params(scope)
-    prepared = [prepare_item(i, item) for i, item in enumerate(items)]
-    if not prepared:
+    batch = prepare_batch(self, scope, items)
+    if batch is None:
         return []
-    vectors = self._vectors([p["content"] for p in prepared], [p["embedding"] for p in prepared])
-    now = self.clock()
-    model = self.space.model if any(v is not None for v in vectors) else None
+    prepared, vectors, now, model = batch
     with self._conn(write=True) as conn:
         if model is not None:
             self.space.record(conn)
@@ -192,22 +143,10 @@ def supersede(
     Category, importance and key default to the old memory's. Raises
     `InvalidMessageError` if ``old_id`` is not a live memory of ``scope``.
     """
-    old = self.get(scope, old_id)
-    if old is None:
-        raise InvalidMessageError("old_id", f"no memory {old_id!r} in scope {scope.key!r}")
-    if old.superseded_by is not None:
-        raise InvalidMessageError(
-            "old_id", f"memory {old_id!r} is already superseded by {old.superseded_by!r}"
-        )
-    item = {
-        "content": content,
-        "category": old.category if category is UNSET else category,
-        "importance": old.importance if importance is UNSET else importance,
-        "key": old.key if key is UNSET else key,
-        "source_message_ids": source_message_ids,
-        "meta": meta,
-        "embedding": embedding,
-    }
+    _, item = successor(
+        self, scope, old_id, content, category=category, importance=importance, key=key,
+        source_message_ids=source_message_ids, meta=meta, embedding=embedding,
+    )  # fmt: skip
     return self._add_many(scope, [item], old_id)[0]
 
 

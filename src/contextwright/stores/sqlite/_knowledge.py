@@ -19,6 +19,10 @@ the rendered passage prints.
   of every search without deleting it, and `view` gives a `KnowledgeStore` limited to
   some categories for `SimilarExperiencesSource`, whose stage gate decides when it
   is asked at all.
+
+What the PostgreSQL store does the same way (checking and chunking input,
+metadata, search arguments, ranking hits) is in ``stores/_knowledge_input.py``;
+``ingest``, ``ingest_file``, ``add`` and ``retrieve_for_prompt`` are listed from there.
 """
 
 from __future__ import annotations
@@ -29,50 +33,26 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from ..._errors import ConfigError, InvalidMessageError, StoreError
+from ..._errors import ConfigError, StoreError
 from ...llm._embed import Embedder
-from ...model._checks import check_unicode, unicode_problem
-from ...text._chunk import Chunk, chunk_document
+from ...model._checks import unicode_problem
+from ...text._chunk import Chunk
 from ...text._query import query_units
 from ...text._scores import SearchWeights
 from ...text._terms import segment
 from ...text._vectors import VectorIndex
 from ...tokens._count import HeuristicCounter, TokenCounter
 from .. import SQLiteStore
-from .._knowledge import KnowledgeHit, Passage
-from .._knowledge_render import render_passages
-from .._memory import check_limit, check_score
+from .. import _knowledge_input as _input
+from .._knowledge import KnowledgeHit
+from .._knowledge_input import COLUMNS, dump_metas, indexed, ranked_hits, search_args
 from ._hybrid import HybridIndex
 from ._vectors import SpaceGuard
 from ._worker import WorkerStore
 
 __all__ = ["KnowledgeView", "SQLiteKnowledgeStore"]
-
-_COLUMNS = "c.kid, c.source, c.idx, c.category, c.active, c.heading_path, c.meta, c.content"
-
-
-def _category(category: object) -> str:
-    if not isinstance(category, str) or len(category) > 64 or not category.isprintable():
-        raise ConfigError(f"category must be a printable string of <= 64, got {category!r}")
-    return category
-
-
-def _indexed(heading_path: Sequence[str], content: str) -> str:
-    """What the index holds for a chunk: its headings, then its text."""
-    return "\n".join([*heading_path, content])
-
-
-def _row_text(row: Sequence[Any]) -> str:
-    """What the index holds for a row of `_COLUMNS`."""
-    return _indexed(json.loads(row[5]), row[7])
-
-
-def _passage(row: Sequence[Any]) -> Passage:
-    meta = {**json.loads(row[6]), "index": row[2]}
-    return Passage(row[7], row[1], row[3], bool(row[4]), tuple(json.loads(row[5])), meta)
 
 
 class SQLiteKnowledgeStore(WorkerStore):
@@ -153,70 +133,9 @@ class SQLiteKnowledgeStore(WorkerStore):
 
     # -- writes ----------------------------------------------------------------------------
 
-    def ingest(
-        self,
-        text: str,
-        *,
-        source: str,
-        format: Literal["markdown", "text"] = "markdown",
-        category: str = "",
-        active: bool = True,
-        meta: Mapping[str, Any] | None = None,
-        max_tokens: int = 300,
-        overlap_tokens: int = 40,
-    ) -> int:
-        """Chunk ``text`` and store it as ``source`` (replacing that source); returns the chunk count."""
-        chunks = chunk_document(
-            text, source=source, format=format, max_tokens=max_tokens,
-            overlap_tokens=overlap_tokens, counter=self.counter,
-        )  # fmt: skip
-        return self._write(source, chunks, _category(category), active, meta, {"format": format})
-
-    def ingest_file(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        source: str | None = None,
-        format: Literal["markdown", "text"] | None = None,
-        category: str = "",
-        active: bool = True,
-        meta: Mapping[str, Any] | None = None,
-        encoding: str = "utf-8",
-        max_tokens: int = 300,
-        overlap_tokens: int = 40,
-    ) -> int:
-        """`ingest` a file: markdown for ``.md``/``.markdown``, else text; source = the file name."""
-        p = Path(path)
-        try:
-            text = p.read_text(encoding=encoding)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read {p}: {exc}") from exc
-        fmt = format or ("markdown" if p.suffix.lower() in (".md", ".markdown") else "text")
-        return self.ingest(
-            text, source=source or p.name, format=fmt, category=category, active=active,
-            meta={"path": str(p), **(meta or {})}, max_tokens=max_tokens,
-            overlap_tokens=overlap_tokens,
-        )  # fmt: skip
-
-    def add(
-        self,
-        content: str,
-        *,
-        source: str,
-        category: str = "experience",
-        active: bool = True,
-        meta: Mapping[str, Any] | None = None,
-    ) -> int:
-        """Store one passage as is (an experience, a FAQ answer) as ``source``, replacing it."""
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidMessageError("content", "must be a non-empty string")
-        check_unicode(content, "content")
-        if not isinstance(source, str) or not source:
-            raise ConfigError(f"source must be a non-empty string, got {source!r}")
-        if (problem := unicode_problem(source)) is not None:
-            raise ConfigError(f"source {problem}")
-        chunk = Chunk(content, source, (), 0, {})
-        return self._write(source, [chunk], _category(category), active, meta, {})
+    ingest = _input.ingest
+    ingest_file = _input.ingest_file
+    add = _input.add
 
     def _write(
         self,
@@ -227,15 +146,8 @@ class SQLiteKnowledgeStore(WorkerStore):
         meta: Mapping[str, Any] | None,
         extra: Mapping[str, Any],
     ) -> int:
-        base = dict(meta or {})
-        try:
-            metas = [json.dumps({**base, **extra, **c.meta}, ensure_ascii=False) for c in chunks]
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"meta must be JSON-serialisable: {exc}") from exc
-        for text in metas:
-            if (problem := unicode_problem(text)) is not None:
-                raise ConfigError(f"meta {problem}")
-        texts = [_indexed(c.heading_path, c.content) for c in chunks]
+        metas = dump_metas(chunks, meta, extra)
+        texts = [indexed(c.heading_path, c.content) for c in chunks]
         vectors = self.space.embed(texts) if self.embedder is not None and chunks else None
         now = self.clock()
         with self._tx(True) as conn:
@@ -290,7 +202,7 @@ class SQLiteKnowledgeStore(WorkerStore):
             conn.executemany(
                 "INSERT INTO knowledge_fts (knowledge_fts, rowid, scope, body) "
                 "VALUES ('delete', ?, ?, ?)",
-                [(k, f"t{tid}", segment(_indexed(json.loads(h), c))) for k, h, c in rows],
+                [(k, f"t{tid}", segment(indexed(json.loads(h), c))) for k, h, c in rows],
             )
             conn.execute("DELETE FROM knowledge_chunks WHERE tid = ? AND source = ?", (tid, source))
         return [r[0] for r in rows]
@@ -372,15 +284,10 @@ class SQLiteKnowledgeStore(WorkerStore):
         min_score: float = 0.0,
     ) -> list[KnowledgeHit]:
         """Active passages relevant to ``query``, best first; scores are similarities in 0..1."""
-        if not isinstance(query, str):
-            raise InvalidMessageError("query", f"must be a string, got {type(query).__name__}")
-        n = check_limit(limit)
-        floor = check_score(min_score, "min_score")
-        if n == 0 or not query.strip():
+        args = search_args(query, limit, min_score, categories)
+        if args is None:
             return []
-        if isinstance(categories, str):
-            raise ConfigError("categories must be a sequence of names, not one string")
-        cats = None if categories is None else [_category(c) for c in categories]
+        n, floor, cats = args
         cat_sql = "" if cats is None else f" AND c.category IN ({', '.join('?' * len(cats))})"
         cat_params = tuple(cats or ())
         units = query_units(query)
@@ -397,31 +304,14 @@ class SQLiteKnowledgeStore(WorkerStore):
                 categories=cats,
             )  # fmt: skip
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM json_each(?) AS j CROSS JOIN knowledge_chunks c "
+                f"SELECT {COLUMNS} FROM json_each(?) AS j CROSS JOIN knowledge_chunks c "
                 "ON c.kid = j.value CROSS JOIN knowledge_scopes t ON t.tid = c.tid "
                 f"WHERE t.tenant = ? AND c.active = 1{cat_sql}",
                 (json.dumps(sorted(cands.ids)), self.tenant, *cat_params),
             ).fetchall()
-        found_rows = cands.scored(rows, self.weights, _row_text, floor)
-        scored = [(min(rel, 1.0), row) for rel, row in found_rows]
-        scored.sort(key=lambda s: (-s[0], s[1][0]))
-        return [KnowledgeHit(_passage(row), score) for score, row in scored[:n]]
+        return ranked_hits(cands, rows, self.weights, floor, n)
 
-    def retrieve_for_prompt(
-        self,
-        query: str,
-        budget_tokens: int,
-        *,
-        counter: TokenCounter | None = None,
-        limit: int = 5,
-        locale: str = "en",
-        categories: Sequence[str] | None = None,
-        min_score: float = 0.0,
-    ) -> str:
-        """The best passages rendered as `retrieve_for_prompt` does, within ``budget_tokens``."""
-        budget = check_limit(budget_tokens, "budget_tokens")
-        hits = self.search_sync(query, limit=limit, categories=categories, min_score=min_score)
-        return render_passages(hits, budget, counter or self.counter, locale=locale)
+    retrieve_for_prompt = _input.retrieve_for_prompt
 
     def view(
         self, *, categories: Sequence[str] | None = None, min_score: float = 0.0

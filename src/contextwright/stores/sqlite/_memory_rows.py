@@ -9,12 +9,16 @@ Shared by the read side (``_sqlite.py``) and the write side (``_writes.py``) of
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..._errors import ConfigError, InvalidMessageError
-from ...model._checks import unicode_problem
-from .._memory import Memory, Scope, check_category, check_content, check_importance, check_key
+from ..._errors import ConfigError
+from .._memory import (
+    Memory,
+    Scope,
+    check_category,
+)
+from .._memory_input import UNSET, memory_from_row, prepare_item, scope_params
 
 __all__ = [
     "COLUMNS",
@@ -40,23 +44,6 @@ COLUMNS = (
 FROM = "FROM memories m JOIN memory_scopes s ON s.sid = m.sid"
 IN_SCOPE = "s.tenant = ? AND s.user = ? AND s.namespace = ?"
 LIVE = "m.superseded_by IS NULL AND m.active = 1"
-UNSET: Any = object()
-
-
-def memory_from_row(row: Sequence[Any]) -> Memory:
-    return Memory(
-        content=row[18], category=row[5], importance=row[7], id=row[4], created_at=row[9],
-        source_message_ids=tuple(json.loads(row[16])), tenant=row[1], user=row[2],
-        namespace=row[3], key=row[6], updated_at=row[10], accessed_at=row[11],
-        access_count=row[12], superseded_by=row[13], superseded_at=row[14],
-        active=bool(row[8]), meta=json.loads(row[17]), embedding_model=row[15],
-    )  # fmt: skip
-
-
-def scope_params(scope: Scope) -> tuple[str, str, str]:
-    if not isinstance(scope, Scope):
-        raise ConfigError(f"scope must be a Scope, got {type(scope).__name__}")
-    return (scope.tenant, scope.user, scope.namespace)
 
 
 def categories_sql(categories: Sequence[str] | None) -> tuple[str, tuple[str, ...]]:
@@ -91,40 +78,6 @@ def bump(conn: Any, sid: int, grew: int = 0) -> int:
     )
     (version,) = conn.execute("SELECT version FROM memory_scopes WHERE sid = ?", (sid,)).fetchone()
     return int(version)
-
-
-def prepare_item(i: int, item: str | Mapping[str, Any]) -> dict[str, Any]:
-    where = f"items[{i}]"
-    if isinstance(item, str):
-        item = {"content": item}
-    if not isinstance(item, Mapping):
-        raise InvalidMessageError(where, "must be a content string or a mapping")
-    unknown = set(item) - {
-        "content", "category", "importance", "key", "source_message_ids", "meta", "embedding",
-    }  # fmt: skip
-    if unknown:
-        raise ConfigError(f"{where}: unknown fields {sorted(unknown)}")
-    ids = item.get("source_message_ids", ())
-    if isinstance(ids, str) or not all(isinstance(x, str) for x in ids):
-        raise ConfigError(f"{where}.source_message_ids must be a sequence of strings")
-    meta = dict(item.get("meta") or {})
-    try:
-        meta_json = json.dumps(meta, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}.meta must be JSON-serialisable: {exc}") from exc
-    if (problem := unicode_problem(meta_json)) is not None:
-        raise ConfigError(f"{where}.meta {problem}")
-    return {
-        "content": check_content(item.get("content"), f"{where}.content" if i else "content"),
-        "category": check_category(item.get("category", "fact")),
-        "importance": check_importance(item.get("importance", 50)),
-        "key": check_key(item.get("key")),
-        "source_message_ids": tuple(ids),
-        "source_json": json.dumps(list(ids)),
-        "meta": meta,
-        "meta_json": meta_json,
-        "embedding": item.get("embedding"),
-    }
 
 
 def supersede_key(conn: Any, sid: int, new: Memory, now: float) -> list[int]:

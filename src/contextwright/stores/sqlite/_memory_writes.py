@@ -1,7 +1,8 @@
 """The write side of `SQLiteMemoryStore`: add, supersede, importance, activity, forget.
 
 Written as functions of the store and listed in its class body, one line each
-(no mixin).
+(no mixin). What PostgreSQL does the same way (preparing a batch and its vectors,
+``add``, the item that supersedes a memory) is ``stores/_memory_input.py``'s.
 
 Each method validates and embeds *before* its transaction opens (embedding is the
 slow part), writes in one ``BEGIN IMMEDIATE`` transaction — row, FTS entry, vector,
@@ -20,16 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..._errors import ConfigError, InvalidMessageError
-from ...llm._embed import Vectors, normalize_rows
+from ..._errors import ConfigError
 from ...text._scores import fingerprint
 from ...text._terms import segment
 from ...text._vectors import VectorIndex
 from .._memory import Memory, Scope, check_importance
+from .._memory_input import UNSET, prepare_batch, successor
 from ._memory_rows import (
     FROM,
     IN_SCOPE,
-    UNSET,
     bump,
     prepare_item,
     scope_params,
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from ._memory import SQLiteMemoryStore
 
 __all__ = [
-    "add",
     "add_many",
     "forget",
     "forget_scope",
@@ -52,52 +51,6 @@ __all__ = [
 ]
 
 
-def _vectors(
-    self: SQLiteMemoryStore, texts: Sequence[str], given: Sequence[Any | None]
-) -> list[Vectors | None]:
-    """Vectors for ``texts``: the given ones checked, the others embedded in one batch."""
-    out: list[Vectors | None] = [None] * len(texts)
-    dim = self.space.dimension
-    todo = []
-    for i, g in enumerate(given):
-        if g is None:
-            todo.append(i)
-            continue
-        if self.embedder is None:
-            raise ConfigError("an explicit embedding needs a store opened with an embedder")
-        out[i] = normalize_rows(g, dim, who=f"embedding[{i}]")[0]
-    if self.embedder is not None and todo:
-        made = self.space.embed([texts[i] for i in todo])
-        for i, v in zip(todo, made, strict=True):
-            out[i] = v
-    return out
-
-
-def add(
-    self: SQLiteMemoryStore,
-    scope: Scope,
-    content: str,
-    *,
-    category: str = "fact",
-    importance: int = 50,
-    key: str | None = None,
-    source_message_ids: Sequence[str] = (),
-    meta: Mapping[str, Any] | None = None,
-    embedding: Any = None,
-) -> Memory:
-    """Store a memory; a live one with the same scope, category and ``key`` is superseded.
-
-    ``embedding`` is a precomputed vector of the store's embedder (else it embeds).
-    Raises `InvalidMessageError` for empty content, `ConfigError` for a bad
-    importance (0..100), category or key.
-    """
-    item = {
-        "content": content, "category": category, "importance": importance, "key": key,
-        "source_message_ids": source_message_ids, "meta": meta, "embedding": embedding,
-    }  # fmt: skip
-    return self.add_many(scope, [item])[0]
-
-
 def add_many(
     self: SQLiteMemoryStore, scope: Scope, items: Sequence[str | Mapping[str, Any]]
 ) -> list[Memory]:
@@ -106,13 +59,10 @@ def add_many(
     Each item is a content string or a mapping of `add`'s arguments. Later items
     with a key supersede earlier ones of the same batch too.
     """
-    scope_params(scope)
-    prepared = [prepare_item(i, item) for i, item in enumerate(items)]
-    if not prepared:
+    batch = prepare_batch(self, scope, items)
+    if batch is None:
         return []
-    vectors = self._vectors([p["content"] for p in prepared], [p["embedding"] for p in prepared])
-    now = self.clock()
-    model = self.space.model if any(v is not None for v in vectors) else None
+    prepared, vectors, now, model = batch
     with self._tx(True, scope) as conn:
         if model is not None:
             self.space.record(conn)
@@ -190,22 +140,10 @@ def supersede(
     Category, importance and key default to the old memory's. Raises
     `InvalidMessageError` if ``old_id`` is not a live memory of ``scope``.
     """
-    old = self.get(scope, old_id)
-    if old is None:
-        raise InvalidMessageError("old_id", f"no memory {old_id!r} in scope {scope.key!r}")
-    if old.superseded_by is not None:
-        raise InvalidMessageError(
-            "old_id", f"memory {old_id!r} is already superseded by {old.superseded_by!r}"
-        )
-    item = {
-        "content": content,
-        "category": old.category if category is UNSET else category,
-        "importance": old.importance if importance is UNSET else importance,
-        "key": old.key if key is UNSET else key,
-        "source_message_ids": source_message_ids,
-        "meta": meta,
-        "embedding": embedding,
-    }
+    old, item = successor(
+        self, scope, old_id, content, category=category, importance=importance, key=key,
+        source_message_ids=source_message_ids, meta=meta, embedding=embedding,
+    )  # fmt: skip
     prepared = prepare_item(0, item)
     new = self.add_many(scope, [item])[0]
     # The key already superseded it if the key and category match; otherwise mark it here.
