@@ -256,10 +256,9 @@ def _prepared_pool(indexes: set[tuple[bool, int]], engine: Any) -> dict[tuple[bo
     once per message by the service's and the store's own functions: the prompt view
     and its count (`Writes.prepare`), the row values (`prepare_messages`), the search
     text (`index_terms`) and the read-back keys of its offloaded tool result."""
-    from contextwright.stores.postgres._text import index_terms
-
     from _scale_threads import pool
     from contextwright import Conversations
+    from contextwright.stores.postgres._text import index_terms
     from contextwright.stores.sqlite import _rows
 
     conv = Conversations(engine, recall=False)  # its write path only (no store is touched)
@@ -299,10 +298,9 @@ def load_messages(
     search text, and the read-back keys of its compressed tool results. Returns the
     seconds of each phase.
     """
-    from contextwright.stores.postgres._log import TSV, ref_meta
-
     from _scale_threads import POOL, window
     from bench_history import make_engine
+    from contextwright.stores.postgres._log import TSV, ref_meta
     from contextwright.stores.sqlite import _rows
 
     took: dict[str, float] = {}
