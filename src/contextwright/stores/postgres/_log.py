@@ -11,6 +11,11 @@ semantics and the same checks (``sqlite/_rows.py``, before anything is sent).
   transaction. Writers of other conversations never wait for it; readers never
   do. A retry of stored message ids finds them under ``UNIQUE (cid, id)`` in
   the same transaction and stores nothing twice.
+- **An append is two round trips** (`PostgresBackend.pipelined`): ``BEGIN``,
+  the lock and the read of the ids already stored go in one flight (the read
+  runs after the lock is granted, so it sees every append committed before);
+  the inserts, the update and ``COMMIT`` in the next. Making the conversation
+  costs one more; racing another writer to make it, a re-read.
 - **Reads** are single statements (autocommit), or bounded by the ``last_seq``
   read first (messages are immutable but for their counts), so a read never
   sees half of an append.

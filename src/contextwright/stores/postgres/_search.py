@@ -13,9 +13,11 @@ it holds times BM25's length factor ``(k1 + 1) / (1 + k1 (1 - b + b dl / avgdl))
 (k1 1.2, b 0.75, a term counted once: conversational turns rarely repeat one).
 ``N`` and ``avgdl`` are kept on the conversation row (``text_docs``,
 ``text_len``; tool results apart, as their own FTS5 table on SQLite); ``df`` is
-counted per search, over the rows searched, in one statement — which
-``match_budget`` needs anyway (rarest terms first while their matches add up to
-at most the budget). Best first, ties to the newer message.
+counted per search, over the rows searched, in the statement that reads them
+(`_survey`) — which ``match_budget`` needs anyway (rarest terms first while
+their matches add up to at most the budget). Best first, ties to the newer
+message. A search is two round trips: that one, and the ranking (with the
+outlines around the hits, for `search_outlines`).
 """
 
 from __future__ import annotations
