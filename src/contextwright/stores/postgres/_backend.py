@@ -158,6 +158,29 @@ class PostgresBackend:
         async with self.connection(tenant) as conn, conn.transaction():
             yield conn
 
+    @contextlib.asynccontextmanager
+    async def pipelined(self, tenant: object) -> AsyncIterator[Any]:
+        """`transaction` in psycopg's pipeline mode: the same statements in fewer round trips.
+
+        Statements executed in the block are queued, not waited for: they go
+        to the server together when a result is first fetched (one round trip),
+        and whatever follows goes with the ``COMMIT`` (one more). ``BEGIN`` and
+        ``COMMIT`` are sent as statements because psycopg's ``transaction()``
+        syncs the pipeline on entry and exit (two more round trips). A failed
+        statement raises at the next fetch or at the end; an error rolls back.
+        """
+        async with self.connection(tenant) as conn:
+            try:
+                async with conn.pipeline():
+                    await conn.execute("BEGIN")
+                    yield conn
+                    await conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status.name != "IDLE":  # the block or a statement failed
+                    with contextlib.suppress(Exception):
+                        await conn.rollback()
+                raise
+
     # -- ConversationLog (_log.py) -----------------------------------------------------------
 
     ensure_conversation = _retrying(_log.ensure_conversation)

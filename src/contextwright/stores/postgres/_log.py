@@ -11,6 +11,11 @@ semantics and the same checks (``sqlite/_rows.py``, before anything is sent).
   transaction. Writers of other conversations never wait for it; readers never
   do. A retry of stored message ids finds them under ``UNIQUE (cid, id)`` in
   the same transaction and stores nothing twice.
+- **An append is two round trips** (`PostgresBackend.pipelined`): ``BEGIN``,
+  the lock and the read of the ids already stored go in one flight (the read
+  runs after the lock is granted, so it sees every append committed before);
+  the inserts, the update and ``COMMIT`` in the next. Making the conversation
+  costs one more; racing another writer to make it, a re-read.
 - **Reads** are single statements (autocommit), or bounded by the ``last_seq``
   read first (messages are immutable but for their counts), so a read never
   sees half of an append.
@@ -38,27 +43,39 @@ CONV_COLUMNS = (
 )
 IN_CONV = "JOIN conversations c ON c.cid = m.cid WHERE c.tenant = %s AND c.id = %s"
 TSV = "to_tsvector('contextwright.cw_text', NULLIF(%s, ''))"
+KNOWN = f"SELECT {MSG_COLUMNS} FROM messages m {IN_CONV} AND m.id = ANY(%s)"
 
 
-async def lock(conn: Any, tenant: str, conversation: str) -> tuple[int, int, str, int] | None:
-    """(cid, last_seq, owner, version) of the conversation, its row locked till commit."""
-    cur = await conn.execute(
-        "SELECT cid, last_seq, owner, version FROM conversations WHERE tenant = %s AND id = %s "
-        "FOR UPDATE",
-        (tenant, conversation),
-    )
+LOCK = (
+    "SELECT cid, last_seq, owner, version FROM conversations WHERE tenant = %s AND id = %s "
+    "FOR UPDATE"
+)
+
+
+async def lock(
+    conn: Any, tenant: str, conversation: str, sent: Any = None
+) -> tuple[int, int, str, int] | None:
+    """(cid, last_seq, owner, version) of the conversation, its row locked till commit.
+
+    ``sent``: the cursor of this `LOCK` already executed (queued, in pipeline mode).
+    """
+    cur = sent or await conn.execute(LOCK, (tenant, conversation))
     row = await cur.fetchone()
     return None if row is None else (row[0], row[1], row[2], row[3])
 
 
 async def ensure(
-    self: PostgresBackend, conn: Any, conversation: str, tenant: str, user: str, metadata: str
-) -> tuple[int, int, int]:
-    """(cid, last_seq, version), the row locked, created for ``user`` if new; another user's raises.
+    self: PostgresBackend, conn: Any, conversation: str, tenant: str, user: str, metadata: str,
+    sent: Any = None,
+) -> tuple[int, int, int, bool]:  # fmt: skip
+    """(cid, last_seq, version, raced), the row locked, created for ``user`` if new.
 
-    A conversation created here has version 0: the caller's write bumps it.
+    Another user's conversation raises. One created here has version 0: the
+    caller's write bumps it. ``sent`` as for `lock`; ``raced``: the conversation
+    was created by another writer after the first lock found none, so what was
+    read before this returned (queued after ``sent``) must be read again.
     """
-    row = await lock(conn, tenant, conversation)
+    row = await lock(conn, tenant, conversation, sent)
     if row is None:
         now = self.now()
         cur = await conn.execute(
@@ -68,13 +85,16 @@ async def ensure(
         )
         made = await cur.fetchone()
         if made is not None:
-            return made[0], 0, 0
+            return made[0], 0, 0, False
         row = await lock(conn, tenant, conversation)  # created meanwhile by another writer
         assert row is not None
+        raced = True
+    else:
+        raced = False
     cid, last, owner, version = row
     if owner != user:
         raise not_owner(conversation, tenant, user)
-    return cid, last, version
+    return cid, last, version, raced
 
 
 async def resolve(conn: Any, tenant: str, conversation: str) -> tuple[int, int, int]:
@@ -110,7 +130,7 @@ async def ensure_conversation(
     _rows.name(user, "user")
     meta = _rows.dumps(dict(metadata or {}), "metadata")
     async with self.transaction(tenant) as conn:
-        cid, _, version = await ensure(self, conn, conversation, tenant, user, meta)
+        cid, _, version, _ = await ensure(self, conn, conversation, tenant, user, meta)
         if version == 0:
             await bump(conn, cid)
         cur = await conn.execute(f"SELECT {CONV_COLUMNS} FROM conversations WHERE cid = %s", (cid,))
@@ -171,15 +191,20 @@ async def append(
     batch = _rows.prepare_messages(messages, tokens)
     refs = _rows.readback_refs(readback, batch)
     terms = [index_terms(p.message) for p in batch]
-    async with self.transaction(tenant) as conn:
-        cid, seq, version = await ensure(self, conn, conversation, tenant, user, "{}")
+    ids = [p.message.id for p in batch]
+    # Two round trips: BEGIN, the lock and the ids already stored go together (the
+    # second statement runs after the lock is held, so it sees every append that
+    # committed before); the inserts and the update go with the COMMIT.
+    async with self.pipelined(tenant) as conn:
+        locking = await conn.execute(LOCK, (tenant, conversation))
+        stored = await conn.execute(KNOWN, (tenant, conversation, ids)) if batch else None
+        found = await ensure(self, conn, conversation, tenant, user, "{}", locking)
+        cid, seq, version, raced = found
         known: dict[str, Sequence[Any]] = {}
-        if seq and batch:
-            cur = await conn.execute(
-                f"SELECT {MSG_COLUMNS} FROM messages m WHERE m.cid = %s AND m.id = ANY(%s)",
-                (cid, [p.message.id for p in batch]),
-            )
-            for row in await cur.fetchall():
+        if stored is not None:
+            if raced:
+                stored = await conn.execute(KNOWN, (tenant, conversation, ids))
+            for row in await stored.fetchall():
                 known[row[3]] = row
         now = self.now()
         new: list[tuple[Any, ...]] = []

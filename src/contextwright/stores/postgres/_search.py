@@ -13,15 +13,17 @@ it holds times BM25's length factor ``(k1 + 1) / (1 + k1 (1 - b + b dl / avgdl))
 (k1 1.2, b 0.75, a term counted once: conversational turns rarely repeat one).
 ``N`` and ``avgdl`` are kept on the conversation row (``text_docs``,
 ``text_len``; tool results apart, as their own FTS5 table on SQLite); ``df`` is
-counted per search, over the rows searched, in one statement — which
-``match_budget`` needs anyway (rarest terms first while their matches add up to
-at most the budget). Best first, ties to the newer message.
+counted per search, over the rows searched, in the statement that reads them
+(`_survey`) — which ``match_budget`` needs anyway (rarest terms first while
+their matches add up to at most the budget). Best first, ties to the newer
+message. A search is two round trips: that one, and the ranking (with the
+outlines around the hits, for `search_outlines`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence, Sized
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import ConfigError, InvalidMessageError
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 _K1, _B = 1.2, 0.75
 _NOT_TOOL = ("system", "developer", "user", "assistant")
+_LIST_AT_MOST = 4096  # known seqs sent to be left out (else only filtered here)
 Q = "to_tsquery('contextwright.cw_text', %s)"
 
 
@@ -57,20 +60,44 @@ def _check_roles(roles: object) -> list[str]:
     return list(dict.fromkeys(roles))
 
 
-async def _rank(
-    conn: Any, cid: int, units: list[str], upper: int, roles: Sequence[str], limit: int,
-    budget: int | None, stats: tuple[int, int], columns: str = "m.seq",
-) -> list[tuple[Any, ...]]:  # fmt: skip
-    """Rows of ``columns`` with their score last, best first (see the module docstring)."""
-    where = "m.cid = %s AND m.seq < %s AND m.role = ANY(%s) AND m.tsv IS NOT NULL"
-    base: tuple[Any, ...] = (cid, upper, list(roles))
-    counts = ", ".join(f"count(*) FILTER (WHERE m.tsv @@ {Q})" for _ in units)
+async def _survey(
+    conn: Any, tenant: str, conversation: str, units: list[str], upper: int,
+    roles: Sequence[str], tool: bool,
+) -> tuple[int, int, tuple[int, int], list[int]] | None:  # fmt: skip
+    """(cid, bound, (N, total length), each unit's df): what ranking needs, in one statement.
+
+    The conversation's row and its messages that match any unit below
+    ``bound``: ``upper``, or its ``last_seq`` + 1 if lower (what later appends
+    add is not searched). None if there is no such conversation. ``tool``: N
+    and the length count the tool results too.
+    """
+    counts = ", ".join(f"count(m.seq) FILTER (WHERE m.tsv @@ {Q})" for _ in units)
     any_unit = " || ".join([Q] * len(units))
-    cur = await conn.execute(
-        f"SELECT {counts} FROM messages m WHERE {where} AND m.tsv @@ ({any_unit})",
-        (*units, *base, *units),
+    docs = (
+        "c.text_docs + c.tool_docs, c.text_len + c.tool_len" if tool else "c.text_docs, c.text_len"
     )
-    dfs = [int(n) for n in await cur.fetchone()]
+    cur = await conn.execute(
+        f"SELECT c.cid, least(%s, c.last_seq + 1), {docs}, {counts} FROM conversations c "
+        "LEFT JOIN messages m ON m.cid = c.cid AND m.seq < least(%s, c.last_seq + 1) "
+        f"AND m.role = ANY(%s) AND m.tsv IS NOT NULL AND m.tsv @@ ({any_unit}) "
+        "WHERE c.tenant = %s AND c.id = %s GROUP BY c.cid",
+        (upper, *units, upper, list(roles), *units, tenant, conversation),
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    cid, bound, docs_n, length, *dfs = row
+    return cid, bound, (docs_n, length), [int(df) for df in dfs]
+
+
+def _ranking(
+    cid: int, units: list[str], dfs: list[int], upper: int, roles: Sequence[str], limit: int,
+    budget: int | None, stats: tuple[int, int], columns: str = "m.seq",
+) -> tuple[str, list[Any]] | None:  # fmt: skip
+    """The SELECT of ``columns`` and the score, best first, and its parameters (module docstring).
+
+    None when no unit is kept: nothing would match.
+    """
     kept = list(range(len(units)))
     if budget is not None:  # rarest first, then the query's order
         kept, spent = [], 0
@@ -82,7 +109,7 @@ async def _rank(
         kept.sort()
     kept = [i for i in kept if dfs[i] > 0]
     if not kept:
-        return []
+        return None
     docs, length = stats
     n = max(docs, max(dfs[i] for i in kept))
     avgdl = (length / docs) if docs else 1.0
@@ -94,30 +121,12 @@ async def _rank(
     params: list[Any] = []
     for u, w in zip(chosen, weights, strict=True):
         params += (u, w)
-    cur = await conn.execute(
+    sql = (
         f"SELECT {columns}, ({terms}) * {norm} AS score FROM messages m "
-        f"WHERE {where} AND m.tsv @@ ({any_kept}) ORDER BY score DESC, m.seq DESC LIMIT %s",
-        (*params, max(avgdl, 1e-9), *base, *chosen, limit),
+        "WHERE m.cid = %s AND m.seq < %s AND m.role = ANY(%s) AND m.tsv IS NOT NULL "
+        f"AND m.tsv @@ ({any_kept}) ORDER BY score DESC, m.seq DESC LIMIT %s"
     )
-    return list(await cur.fetchall())
-
-
-async def _target(
-    conn: Any, tenant: str, conversation: str, tool: bool
-) -> tuple[int, int, tuple[int, int]] | None:
-    """(cid, last_seq, (N, total length) of the kinds searched) of the conversation."""
-    cur = await conn.execute(
-        "SELECT cid, last_seq, text_docs, text_len, tool_docs, tool_len FROM conversations "
-        "WHERE tenant = %s AND id = %s",
-        (tenant, conversation),
-    )
-    row = await cur.fetchone()
-    if row is None:
-        return None
-    cid, last, text_docs, text_len, tool_docs, tool_len = row
-    if tool:
-        return cid, last, (text_docs + tool_docs, text_len + tool_len)
-    return cid, last, (text_docs, text_len)
+    return sql, [*params, max(avgdl, 1e-9), cid, upper, list(roles), *chosen, limit]
 
 
 async def _search(
@@ -132,12 +141,15 @@ async def _search(
     if not units or n == 0 or not wanted:
         return []
     async with self.connection(tenant) as conn:
-        found = await _target(conn, tenant, conversation, "tool" in wanted)
+        found = await _survey(conn, tenant, conversation, units, upper, wanted, "tool" in wanted)
         if found is None:
             return []
-        cid, last, stats = found
-        upper = min(upper, last + 1)
-        return await _rank(conn, cid, units, upper, wanted, n, None, stats, columns)
+        cid, upper, stats, dfs = found
+        ranking = _ranking(cid, units, dfs, upper, wanted, n, None, stats, columns)
+        if ranking is None:
+            return []
+        cur = await conn.execute(*ranking)
+        return list(await cur.fetchall())
 
 
 async def search(
@@ -192,29 +204,58 @@ async def search_outlines(
     units = unit_queries(query)
     if not units or n == 0 or upper == 0:
         return [], []
+    skip = _listed(known)
     async with self.connection(tenant) as conn:
-        found = await _target(conn, tenant, conversation, False)
+        found = await _survey(conn, tenant, conversation, units, upper, _NOT_TOOL, False)
         if found is None:
             return [], []
-        cid, last, stats = found
-        upper = min(upper, last + 1)  # what later appends add is not searched
-        rows = await _rank(conn, cid, units, upper, _NOT_TOOL, n, budget, stats)
-        hits = [(int(seq), float(score)) for seq, score in rows]
-        top = upper - 1  # the last seq searched
-        wanted: set[int] = set()
-        for seq, _ in hits:
-            wanted.update(range(max(1, seq - reach), min(top, seq + reach) + 1))
-        if known:
-            wanted = {seq for seq in wanted if seq not in known}
-        if not wanted:
-            return hits, []
+        cid, upper, stats, dfs = found
+        ranking = _ranking(cid, units, dfs, upper, _NOT_TOOL, n, budget, stats)
+        if ranking is None:
+            return [], []
+        sql, params = ranking
+        # The hits, and the outlines within ``reach`` of them (up to the last seq
+        # searched, but those ``skip`` names), as rows of one statement: a hit's
+        # row has its score first, an outline's NULL.
         cur = await conn.execute(
-            f"SELECT {OUTLINE_COLUMNS} FROM messages m WHERE m.cid = %s AND m.seq = ANY(%s) "
-            "ORDER BY m.seq",
-            (cid, sorted(wanted)),
+            f"WITH hits AS ({sql}), near AS (SELECT DISTINCT s.seq FROM hits, "
+            "generate_series(greatest(1, hits.seq - %s), least(%s, hits.seq + %s)) AS s(seq) "
+            "WHERE s.seq <> ALL(%s::bigint[])) "
+            "SELECT score, seq, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM hits UNION ALL "
+            f"SELECT NULL, {OUTLINE_COLUMNS} FROM messages m JOIN near ON near.seq = m.seq "
+            "WHERE m.cid = %s",
+            (*params, reach, upper - 1, reach, skip, cid),
         )
-        outlines = await cur.fetchall()
-    return hits, [_rows.outline(r) for r in outlines]
+        rows = await cur.fetchall()
+    hits = sorted(((int(r[1]), float(r[0])) for r in rows if r[0] is not None), key=_best_first)
+    near = sorted((r[1:] for r in rows if r[0] is None), key=_first)
+    if known:
+        near = [r for r in near if r[0] not in known]
+    return hits, [_rows.outline(r) for r in near]
+
+
+def _best_first(hit: tuple[int, float]) -> tuple[float, int]:
+    return -hit[1], -hit[0]
+
+
+def _first(row: Sequence[Any]) -> Any:
+    return row[0]
+
+
+def _listed(known: Container[int]) -> list[int]:
+    """The seqs in ``known`` for the server to leave out, if it lists them cheaply, else none.
+
+    (The caller's container may change on another thread meanwhile: what it
+    holds is filtered again after reading.)
+    """
+    if not isinstance(known, Sized) or not isinstance(known, Iterable):
+        return []
+    try:
+        if not 0 < len(known) <= _LIST_AT_MOST:
+            return []
+        return [s for s in known if type(s) is int and 0 < s <= _rows.MAX_SEQ]
+    except RuntimeError:  # changed size during iteration
+        return []
 
 
 async def speaker_names(
