@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.rounds = args.rounds or (4 if q else 8)
     if args.dsn:
         os.environ["CONTEXTWRIGHT_TEST_DSN"] = args.dsn
-    console = Console()
+    console = Console(width=200)
     console.print(f"machine: {machine()}")
     console.print(f"PostgreSQL: {server_settings(pg.server_url())}")
     load = LoadSampler()
