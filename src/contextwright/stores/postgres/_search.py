@@ -1,9 +1,14 @@
 """The PostgreSQL backend's full-text search of stored messages: BM25 over tsvectors.
 
-Every message's segmented terms are indexed at append (``messages.tsv``, a GIN
-index; ``_text.py`` says what goes in and why CJK is segmented in the
-application), so there is no index to catch up, and `optimize_index` has
-nothing to do but ``ANALYZE``.
+Every message's segmented terms are indexed at append (``messages.tsv``;
+``_text.py`` says what goes in and why CJK is segmented in the application), so
+there is no index to catch up, and `optimize_index` has nothing to do but
+``ANALYZE``. The GIN index (m007) holds ``tsv`` plus one lexeme naming the
+message's conversation and role (`SCOPED`), so a term's matches in one
+conversation come from the index, and a search costs what its terms' postings
+do, not what the conversation holds: with the index on ``tsv`` alone the planner
+read every message of the conversation (5,000 messages: 39 ms survey + 15 ms
+ranking before, 4 + 1.4 ms after; the default build 97 -> 10.5 ms).
 
 Ranking is BM25 with the conversation's own statistics, as FTS5 ranks on SQLite:
 each query term (`unit_queries`, the units FTS5 gets) is weighted by its
@@ -15,7 +20,8 @@ it holds times BM25's length factor ``(k1 + 1) / (1 + k1 (1 - b + b dl / avgdl))
 ``text_len``; tool results apart, as their own FTS5 table on SQLite); ``df`` is
 counted per search, over the rows searched, in the statement that reads them
 (`_survey`) — which ``match_budget`` needs anyway (rarest terms first while
-their matches add up to at most the budget). Best first, ties to the newer
+their matches add up to at most the budget; with a budget each count stops past
+it, as on SQLite, so a common word costs budget + 1 rows, not its matches). Best first, ties to the newer
 message. A search is two round trips: that one, and the ranking (with the
 outlines around the hits, for `search_outlines`).
 """
