@@ -22,7 +22,7 @@ from typing import Any
 from ..._errors import SchemaError
 from ._connect import SCHEMA, check_url, psycopg, redact, translated
 from ._schema_jobs import M003_JOBS
-from ._schema_log import M002_CONVERSATIONS
+from ._schema_log import M002_CONVERSATIONS, M007_MESSAGE_SEARCH_SCOPE
 from ._schema_memory import M004_MEMORY, M005_KNOWLEDGE, M006_MEMORY_FILLFACTOR
 
 __all__ = ["MIGRATIONS", "PgMigration", "check_schema", "migrate", "migrate_url"]
@@ -47,6 +47,7 @@ MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration("m004_memory", M004_MEMORY),
     PgMigration("m005_knowledge", M005_KNOWLEDGE),
     PgMigration("m006_memory_fillfactor", M006_MEMORY_FILLFACTOR),
+    PgMigration("m007_message_search_scope", M007_MESSAGE_SEARCH_SCOPE),
 )
 
 _NO_VECTOR = (

@@ -121,3 +121,21 @@ CREATE TABLE pinned (
 );
 CREATE INDEX pinned_by_conversation ON pinned (cid, priority, id);
 """
+
+# m007: the search index answers (conversation, role, term) — see ``_search.py``.
+# btree_gin (a GIN over (cid, tsv)) is contrib and not in every build (pgserver
+# has none), so the conversation and role ride in the indexed value instead: one
+# extra lexeme "<cid> <role>", which the parser never produces (it holds a
+# space). A term's matches in one conversation are then the intersection of two
+# posting lists, which GIN walks from the rarer one; the table-wide index on
+# ``tsv`` alone made the planner read every message of the conversation.
+# fastupdate off: a pending list is scanned whole by every index scan, and a
+# survey runs one scan per query term.
+M007_MESSAGE_SEARCH_SCOPE = """
+CREATE FUNCTION cw_scoped(cid bigint, role text, tsv tsvector) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT tsv || array_to_tsvector(ARRAY[cid::text || ' ' || role]) $$;
+CREATE INDEX messages_scoped_search ON messages USING gin (cw_scoped(cid, role, tsv))
+    WITH (fastupdate = off) WHERE tsv IS NOT NULL;
+DROP INDEX messages_search;
+"""
