@@ -182,7 +182,7 @@ class PostgresMemoryStore(PgWorkerStore):
             )  # fmt: skip
             if not cands.ids:
                 return [], cands
-            cos, cos_params = self._hybrid.cosine_sql(qvec)
+            cos, cos_params = self._hybrid.cosine_sql(qvec, size=size)
             rows = conn.execute(
                 f"SELECT {COLUMNS}, {cos} {FROM} WHERE {IN_SCOPE}{live}{cats} AND m.mid = ANY(%s)",
                 (*cos_params, *scope_params(scope), *cat_params, sorted(cands.ids)),
