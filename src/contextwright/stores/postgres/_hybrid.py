@@ -215,13 +215,16 @@ class PgHybrid:
             else:
                 outer += [f"hit AND tsv @@ u{i} AS h{i}" for i in range(len(parts))]
                 counts = ", ".join(f"count(*) FILTER (WHERE h{i})" for i in range(len(parts)))
+            # columns: side (0 counts, 1 lexical, 2 vector), id, position, rank, counts, cosine
             out.append(
-                f"(SELECT 0, 0::bigint, 0::float8, 0::bigint, ARRAY[{counts}], NULL::float8 FROM s)"
+                f"(SELECT 0, 0::bigint, 0::bigint, NULL::real, ARRAY[{counts}], NULL::float8 "
+                "FROM s)"
             )
+            cos = "1 - d" if qvec is not None else "NULL::float8"
             out.append(
-                "(SELECT 1, mid, r::float8, row_number() OVER (ORDER BY r DESC, mid DESC), "
-                f"NULL::bigint[], c FROM (SELECT mid, r, {'1 - d' if qvec is not None else 'NULL::float8'} AS c "
-                "FROM s WHERE ok AND r IS NOT NULL ORDER BY r DESC, mid DESC LIMIT %s) t)"
+                "(SELECT 1, mid, row_number() OVER (ORDER BY r DESC, mid DESC), r, NULL, c FROM "
+                f"(SELECT mid, r, {cos} AS c FROM s WHERE ok AND r IS NOT NULL "
+                "ORDER BY r DESC, mid DESC LIMIT %s) t)"
             )
         args += params
         if qvec is not None:
@@ -229,23 +232,23 @@ class PgHybrid:
             args.append(vector_literal(qvec))
             outer.append("d")
             out.append(
-                "(SELECT 2, mid, 1 - d, row_number() OVER (ORDER BY d, mid), NULL::bigint[], "
-                "NULL::float8 FROM (SELECT mid, d FROM s WHERE ok AND d IS NOT NULL "
-                "ORDER BY d, mid LIMIT %s) t)"
+                "(SELECT 2, mid, row_number() OVER (ORDER BY d, mid), NULL, NULL, 1 - d FROM "
+                "(SELECT mid, d FROM s WHERE ok AND d IS NOT NULL ORDER BY d, mid LIMIT %s) t)"
             )
         limits = [k] * (len(out) - (1 if units else 0))
+        q_from = ", q" if tsq else ""
         rows = conn.execute(
             (f"WITH q AS (SELECT {', '.join(tsq)}), " if tsq else "WITH ")
             + f"s AS MATERIALIZED (SELECT {', '.join(outer)} FROM (SELECT {', '.join(inner)} "
-            f"FROM {self.table} {a}{', q' if tsq else ''} WHERE {scope[0]} OFFSET 0) x{', q' if tsq else ''}) "
+            f"FROM {self.table} {a}{q_from} WHERE {scope[0]} OFFSET 0) x{q_from}) "
             + " UNION ALL ".join(out),
             [*args, *scope[1], *limits],
             prepare=False,
         ).fetchall()
-        rows.sort(key=lambda row: (row[0], row[3]))
+        rows.sort(key=lambda row: (row[0], row[2]))
         idfs = [idf(int(d), size) for d in rows[0][4]] if units else []
-        lexical: dict[int, float | None] = {int(r[1]): float(r[2]) for r in rows if r[0] == 1}
-        vector = [(int(r[1]), _finite(r[2])) for r in rows if r[0] == 2]
+        lexical: dict[int, float | None] = {int(r[1]): float(r[3]) for r in rows if r[0] == 1}
+        vector = [(int(r[1]), _finite(r[5])) for r in rows if r[0] == 2]
         cosines = dict(vector)
         for r in rows:  # a lexical candidate's cosine (none for a row without a vector)
             if r[0] == 1 and r[5] is not None:
