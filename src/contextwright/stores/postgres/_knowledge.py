@@ -234,7 +234,7 @@ class PostgresKnowledgeStore(PgWorkerStore):
             )  # fmt: skip
             if not cands.ids:
                 return []
-            cos, cos_params = self._hybrid.cosine_sql(qvec)
+            cos, cos_params = self._hybrid.cosine_sql(qvec, size=size)
             rows = conn.execute(
                 f"SELECT {COLUMNS}, {cos} FROM knowledge_chunks c JOIN knowledge_scopes t "
                 f"ON t.tid = c.tid WHERE t.tenant = %s AND c.active{cat_sql} AND c.kid = ANY(%s)",

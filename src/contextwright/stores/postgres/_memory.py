@@ -182,10 +182,13 @@ class PostgresMemoryStore(PgWorkerStore):
             )  # fmt: skip
             if not cands.ids:
                 return [], cands
-            cos, cos_params = self._hybrid.cosine_sql(qvec)
+            cos, cos_params = self._hybrid.cosine_sql(qvec, size=size)
+            # by primary key, fenced: before the table's first ANALYZE the planner read the
+            # whole scope through its btree and filtered it by id (3 ms at 5,000 rows)
             rows = conn.execute(
-                f"SELECT {COLUMNS}, {cos} {FROM} WHERE {IN_SCOPE}{live}{cats} AND m.mid = ANY(%s)",
-                (*cos_params, *scope_params(scope), *cat_params, sorted(cands.ids)),
+                f"SELECT {COLUMNS}, {cos} FROM (SELECT * FROM memories WHERE mid = ANY(%s) "
+                f"OFFSET 0) m JOIN memory_scopes s ON s.sid = m.sid WHERE {IN_SCOPE}{live}{cats}",
+                (*cos_params, sorted(cands.ids), *scope_params(scope), *cat_params),
             ).fetchall()
         add_cosines(cands, rows)
         return rows, cands
