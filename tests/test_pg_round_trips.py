@@ -73,6 +73,8 @@ class CountingProxy:
                     for s in (client, server):
                         self._sel.register(s, selectors.EVENT_READ)
                     continue
+                if sock not in peer:  # closed with its peer earlier in this batch
+                    continue
                 other, from_client = peer[sock]
                 data = b""
                 with contextlib.suppress(OSError):
@@ -88,7 +90,8 @@ class CountingProxy:
                 elif other in asked:
                     asked.discard(other)
                     self.round_trips += 1
-                other.sendall(data)
+                with contextlib.suppress(OSError):
+                    other.sendall(data)
 
     def close(self) -> None:
         self._stop = True
