@@ -55,10 +55,8 @@ async def main(mode: str, url: str, args: list[str]) -> None:
     jobs = PostgresJobs(url)
     effects = Effects(url)
     runner = JobRunner(jobs, {"effect": effects.handler}, lease=1.0, wakeup=jobs.wakeup)
-    if mode == "drain":
-        (go,) = args
-        while not os.path.exists(go):
-            await asyncio.sleep(0.001)
+    if mode == "drain":  # starts when the test says "go" on stdin: all drainers at once
+        await asyncio.to_thread(sys.stdin.readline)
     runner.start()
     if mode in ("hold", "serve"):
         if mode == "serve":  # (hold's runner may print before this: it starts with work due)

@@ -48,6 +48,13 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def _go(proc: subprocess.Popen[str]) -> None:
+    """Tell a ``drain`` worker to start."""
+    assert proc.stdin is not None
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+
+
 def _line(proc: subprocess.Popen[str], timeout: float) -> str:
     """The next line ``proc`` prints, waiting at most ``timeout`` s (its stderr if it died)."""
     assert proc.stdout is not None
@@ -97,10 +104,9 @@ def test_a_job_held_by_a_killed_worker_is_taken_over_after_its_lease_and_done_on
     assert held.worker is not None
     assert f":{a.pid}:" in held.worker
     # B takes it over once A's 1 s lease has run out, and finishes it
-    go = tmp_path / "go"
-    b = _spawn("drain", pg_url, str(go))
+    b = _spawn("drain", pg_url)
     try:
-        go.touch()
+        _go(b)
         assert _line(b, 60) == "done 1"
     finally:
         b.kill()
@@ -129,10 +135,10 @@ def test_three_processes_claim_two_hundred_jobs_each_done_exactly_once(pg_url, t
         await jobs.aclose()
 
     asyncio.run(enqueue())
-    go = tmp_path / "go"
-    procs = [_spawn("drain", pg_url, str(go)) for _ in range(3)]
+    procs = [_spawn("drain", pg_url) for _ in range(3)]
     started = time.monotonic()
-    go.touch()
+    for p in procs:
+        _go(p)
     try:
         done = [int(_line(p, 60).split()[1]) for p in procs]
     finally:

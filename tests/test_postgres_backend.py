@@ -246,13 +246,12 @@ def test_a_server_restart_during_appends_loses_and_doubles_nothing(tmp_path):
                 return conn.execute("SELECT pg_postmaster_start_time()").fetchone()
 
         starts = [started()]
-        done = [0]
-        go = threading.Event()
+        # set when that many appends are acknowledged: the restarter's signals
+        reached = {40: threading.Event(), 110: threading.Event()}
 
         def restarter() -> None:
-            for after in (40, 110):
-                while done[0] < after and not go.is_set():
-                    time.sleep(0.005)
+            for event in reached.values():
+                event.wait()
                 pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata,
                        user=server.system_user, timeout=60)  # fmt: skip
                 starts.append(started())
@@ -267,9 +266,11 @@ def test_a_server_restart_during_appends_loses_and_doubles_nothing(tmp_path):
                     batch = [Message.user(f"turn {k} part {j}", id=f"r{k}.{j}") for j in range(2)]
                     saved = await b.append("c", batch, tenant="t", user="u")
                     assert [m.id for m in saved.value] == [m.id for m in batch]
-                    done[0] += 1
+                    if k + 1 in reached:
+                        reached[k + 1].set()
             finally:
-                go.set()
+                for event in reached.values():  # the restarter never waits past the appends
+                    event.set()
                 thread.join()
             stored = await b.read("c", tenant="t")
             await b.aclose()
