@@ -19,6 +19,7 @@ Arguments are checked in one order on both: the query or content, the scope, the
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from ..text._query import Unit, query_units
 from ..text._scores import SearchWeights, shingle_similarity, weighted_score
 from ._candidates import Candidates
 from ._memory import (
+    Memory,
     MemoryHit,
     Scope,
     check_category,
@@ -141,3 +143,13 @@ def find_similar(
         if similarity >= floor:
             hits[row[0]] = MemoryHit(memory, min(similarity, 1.0), min(similarity, 1.0))
     return sorted(hits.values(), key=lambda h: -h.score)[:n]
+
+
+async def search(self: Any, scope: Scope, query: str, limit: int) -> list[MemoryHit]:
+    """`search_sync` off the event loop, on the store's own threads (the `MemoryStore` role)."""
+    return await self._run(functools.partial(self.search_sync, scope, query, limit=limit))  # type: ignore[no-any-return]
+
+
+async def top(self: Any, scope: Scope, limit: int) -> list[Memory]:
+    """``top_sync`` off the event loop, on the store's own threads (the `MemoryStore` role)."""
+    return await self._run(functools.partial(self.top_sync, scope, limit))  # type: ignore[no-any-return]

@@ -31,7 +31,6 @@ The writes live in ``_memory_writes.py``, ``search_sync`` and ``find_similar`` i
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,7 +43,6 @@ from .. import _memory_search as _search
 from .._candidates import Candidates
 from .._memory import (
     Memory,
-    MemoryHit,
     Scope,
     check_category,
     check_key,
@@ -225,13 +223,8 @@ class PostgresMemoryStore(PgWorkerStore):
 
     # -- async (the MemoryStore protocol) ------------------------------------------------------
 
-    async def search(self, scope: Scope, query: str, limit: int) -> list[MemoryHit]:
-        """`search_sync` on the store's threads."""
-        return await self._run(functools.partial(self.search_sync, scope, query, limit=limit))
-
-    async def top(self, scope: Scope, limit: int) -> list[Memory]:
-        """`top_sync` on the store's threads."""
-        return await self._run(functools.partial(self.top_sync, scope, limit))
+    search = _search.search
+    top = _search.top
 
     # -- writes (_memory_writes.py) -------------------------------------------------------------
 

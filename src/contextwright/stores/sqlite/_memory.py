@@ -46,7 +46,6 @@ vectors.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sqlite3
@@ -64,7 +63,6 @@ from .. import _memory_input as _input
 from .. import _memory_search as _search
 from .._memory import (
     Memory,
-    MemoryHit,
     Scope,
     check_category,
     check_key,
@@ -274,15 +272,8 @@ class SQLiteMemoryStore(WorkerStore):
 
     # -- async (the MemoryStore protocol) ------------------------------------------------------
 
-    async def search(self, scope: Scope, query: str, limit: int) -> list[MemoryHit]:
-        """`search_sync` on the store's worker thread."""
-        return await self._run(functools.partial(self.search_sync, scope, query, limit=limit))
-
-    async def top(self, scope: Scope, limit: int) -> list[Memory]:
-        """`top_sync` on the store's worker thread."""
-        return await self._run(functools.partial(self.top_sync, scope, limit))
-
-    # -- lifetime ------------------------------------------------------------------------------
+    search = _search.search
+    top = _search.top
 
     # -- writes (_memory_writes.py) -----------------------------------------------
 
