@@ -165,7 +165,8 @@ class PgHybrid:
             ).fetchall()
             lexical = {int(r[0]): float(r[1]) for r in rows}
         vector: list[tuple[int, float]] = []
-        if qvec is not None and self.space.dimension is not None and k > 0:
+        if want_vector:
+            assert qvec is not None
             vector = self._nearest(conn, qvec, k, size=size, where=where, params=params)
         return Candidates(units, idfs, lexical, vector, dict(vector))
 
