@@ -13,6 +13,10 @@ backend can be read (and a test double written) one concern at a time:
 - `MessageSearch` — full-text search of a conversation's stored messages, and
   what recall asks of it (hits with the outlines around them, speaker names).
 
+Two roles serve the HTTP service and the inspector rather than the engine:
+`Receipts` (the receipts of recent builds, per conversation) and `ApiKeys`
+(hashed, revocable keys, each bound to one tenant).
+
 Every method is ``async def`` and names the ``tenant``; a backend filters by it in
 the query itself, so the same conversation id in two tenants never mixes. The one
 call that spans tenants is `WorkingMemory.collect_working`, housekeeping that
@@ -50,20 +54,24 @@ from ._jobs import Jobs
 from ._records import (
     CompactionEntry,
     ConversationInfo,
+    KeyRecord,
     MessageOutline,
     PinnedItem,
+    ReceiptRecord,
     SearchHit,
     Summary,
     WorkingItem,
 )
 
 __all__ = [
+    "ApiKeys",
     "Backend",
     "CompactionLog",
     "ConversationLog",
     "MessageSearch",
     "Pins",
     "Readback",
+    "Receipts",
     "SummaryLog",
     "WorkingMemory",
     "Written",
@@ -116,6 +124,18 @@ class ConversationLog(Protocol):
 
     async def version(self, conversation: str, *, tenant: str) -> int:
         """The conversation's version; 0 if the tenant has no such conversation."""
+        ...
+
+    async def delete_conversation(self, conversation: str, *, tenant: str) -> bool:
+        """Delete the conversation and everything stored under it; False if there is none.
+
+        Its messages, search index entries, summaries, compaction log, working
+        memory, pins and receipts go, in one transaction; queued jobs for it find
+        nothing to do. This is the one call that removes stored messages (a user's
+        request to be forgotten), never compaction. Another tenant's conversation of
+        the same id is untouched. Afterwards `version` answers 0 and a new
+        conversation of that id starts again at seq 1.
+        """
         ...
 
     async def append(
@@ -382,6 +402,64 @@ class MessageSearch(Protocol):
         ...
 
 
+class Receipts(Protocol):
+    """The receipts of recent builds, per conversation (what the inspector shows).
+
+    Recording a receipt is diagnostics, not a write to the conversation: it does
+    not move the conversation's ``version`` (a build would otherwise invalidate
+    every cache of the conversation it read). A conversation keeps its newest
+    ``keep`` receipts; older ones are deleted by the call that records a new one.
+    """
+
+    async def record_receipt(
+        self,
+        conversation: str,
+        receipt: Mapping[str, Any],
+        *,
+        tenant: str,
+        at: float | None = None,
+        keep: int = 50,
+    ) -> ReceiptRecord:
+        """Store ``receipt`` (JSON data) for the tenant's conversation; return its record.
+
+        The conversation need not exist (a build with ``store_message=False``
+        of a new id); ``at`` defaults to the backend's clock.
+        """
+        ...
+
+    async def receipts(
+        self, conversation: str, *, tenant: str, limit: int = 20
+    ) -> list[ReceiptRecord]:
+        """The conversation's newest ``limit`` receipts, newest first."""
+        ...
+
+
+class ApiKeys(Protocol):
+    """API keys of the HTTP service and MCP server: one tenant each, hashed, revocable.
+
+    The store never sees a key, only its public id and the SHA-256 of its secret;
+    the caller (`contextwright.interfaces`) makes keys and compares hashes in
+    constant time. Keys span tenants by nature (a request's tenant is found from
+    its key), so `find_key` takes no tenant.
+    """
+
+    async def create_key(self, record: KeyRecord) -> None:
+        """Store a new key; a ``key_id`` already stored raises `ConfigError`."""
+        ...
+
+    async def find_key(self, key_id: str) -> KeyRecord | None:
+        """The key with this id (revoked ones too, with ``revoked_at``), None if unknown."""
+        ...
+
+    async def list_keys(self, *, tenant: str | None = None) -> list[KeyRecord]:
+        """Every key (of ``tenant``, if given), oldest first, revoked ones included."""
+        ...
+
+    async def revoke_key(self, key_id: str, *, at: float | None = None) -> bool:
+        """Mark the key revoked; False if there is no such key or it was already revoked."""
+        ...
+
+
 class _AllRoles(
     ConversationLog, SummaryLog, CompactionLog, WorkingMemory, Pins, MessageSearch, Protocol
 ):
@@ -398,6 +476,8 @@ class Backend:
     closer is). The roles may all be one object (`Backend.of`). ``jobs`` is the
     backend's durable job queue, shared by every process that opens the same
     store (None: the backend has none, and a caller keeps its own).
+    ``receipts`` and ``keys`` are the service's roles (`Receipts`, `ApiKeys`);
+    every built-in backend has them.
     """
 
     conversations: ConversationLog
@@ -408,6 +488,8 @@ class Backend:
     search: MessageSearch
     closer: Callable[[], Awaitable[None]]
     jobs: Jobs | None = None
+    receipts: Receipts | None = None
+    keys: ApiKeys | None = None
 
     @classmethod
     def of(cls, impl: _AllRoles, jobs: Jobs | None = None) -> Backend:

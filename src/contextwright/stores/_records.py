@@ -103,6 +103,38 @@ class ConversationInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ReceiptRecord:
+    """A recorded build receipt (`Receipts`): its id, when, and the receipt as JSON data.
+
+    ``receipt`` is `ContextReport.to_dict()` of the build (plain JSON values);
+    ``id`` grows with every receipt recorded in the store, across conversations.
+    """
+
+    id: int
+    conversation: str
+    tenant: str
+    at: float
+    receipt: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """A stored API key (`ApiKeys`): never the key itself, only its id and a hash of its secret.
+
+    ``key_id`` is the public part of the key (it may be shown and logged);
+    ``secret_hash`` is the hex SHA-256 of the secret part, compared in constant time.
+    ``revoked_at`` is None while the key is valid.
+    """
+
+    key_id: str
+    tenant: str
+    name: str
+    secret_hash: str
+    created_at: float
+    revoked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MessageOutline:
     """A stored message without its payload: what planning a compaction reads of it.
 
