@@ -62,6 +62,7 @@ from ._live import can_cut, live_check, window_allowance
 from ._sync import SyncLoop, sync_list, sync_twin
 from ._tail import Tail, TailCache
 from ._tail_sync import TailKeeper
+from ._tracing import traced_build
 from ._write_path import Writes
 
 __all__ = ["Conversations", "MemoryFlush"]
@@ -295,6 +296,7 @@ class Conversations:
 
     # -- reading -------------------------------------------------------------------------
 
+    @traced_build
     async def build(
         self,
         /,
