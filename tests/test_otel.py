@@ -24,6 +24,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import StatusCode
 
 from contextwright import (
@@ -174,22 +175,21 @@ def test_build_span_tree_nests_stages_sources_and_their_own_spans(tel):
     assert search.attributes["gen_ai.operation.name"] == "retrieval"
     assert search.attributes["contextwright.memory.hits"] == 1
     assert all(s.attributes["contextwright.source.status"] == "ok" for s in fetches)
-    assert not any(s.attributes["contextwright.source.cached"] for s in fetches)
-    # served from the cache next time: a span still, marked cached, with no work under it
+    assert "contextwright.sources.cached" not in fetch.attributes
+    assert fetch.attributes["contextwright.sources.fetched"] == 4
+    # served from the cache next time: no fetch, no span; the fetch stage names it
     tel.exporter.clear()
     engine.build_sync("what about tea?", history=history)
     got = spans(tel)
     (build,) = named(got, "contextwright.build")
-    assert [s.name for s in children(got, build)] == [
-        f"contextwright.build.{n}" for n in STAGES[:-1]
-    ]
-    again = {
-        s.attributes["contextwright.source.name"]: s
-        for s in named(got, "contextwright.source.fetch")
-    }
-    assert again["cached"].attributes["contextwright.source.cached"] is True
-    assert children(got, again["cached"]) == []
-    assert again["a"].attributes["contextwright.source.cached"] is False
+    stages = children(got, build)
+    assert [s.name for s in stages] == [f"contextwright.build.{n}" for n in STAGES[:-1]]
+    fetch = stages[1]
+    assert list(fetch.attributes["contextwright.sources.cached"]) == ["user_memory", "cached"]
+    assert fetch.attributes["contextwright.sources.fetched"] == 2
+    again = [s.attributes["contextwright.source.name"] for s in children(got, fetch)]
+    assert sorted(again) == ["a", "b"]
+    assert named(got, "contextwright.memory.search") == []
 
 
 def test_build_attributes_follow_the_receipt(tel):
@@ -466,6 +466,27 @@ def test_an_engine_tracer_of_its_own(tel, tmp_path):
     assert spans(tel) == []
     assert spans(mine) == []
     convs.close()
+
+
+def test_in_a_trace_not_sampled_no_child_span_is_made():
+    asked: list[str] = []
+
+    class Never(Sampler):
+        def should_sample(self, parent_context, trace_id, name, *args: Any, **kw: Any):
+            asked.append(name)
+            return SamplingResult(Decision.DROP)
+
+        def get_description(self) -> str:
+            return "never"
+
+    p = _providers()
+    engine = ContextEngine(budget=3000, counter=H, sources=[UserMemorySource(store=memory_store())])
+    engine.tracer = otel.OTelTracer(TracerProvider(sampler=Never()), p.mp)
+    built = engine.build_sync("tea?", history=[Message.user("hi"), Message.assistant("yo")])
+    assert built.report.block("user_memory").status == "included"
+    assert asked == ["contextwright.build"]  # the root only: its children were never made
+    (duration,) = metric_points(p, DURATION)  # the metrics are still recorded
+    assert duration.count == 1
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:

@@ -70,7 +70,12 @@ def _version() -> str | None:
 
 
 class _Span:
-    """An OpenTelemetry span as the hook's `Span`: current inside its ``with`` block."""
+    """An OpenTelemetry span as the hook's `Span`: current inside its ``with`` block.
+
+    Inside a trace that is not sampled (a parent span with the sampled flag off) no
+    span is made: with the SDK's parent-based samplers it would not be recorded
+    either, and making it is most of the cost of tracing a build.
+    """
 
     __slots__ = ("_attributes", "_name", "_owner", "_span", "_token")
 
@@ -81,13 +86,17 @@ class _Span:
 
     def __enter__(self) -> _Span:
         o = self._owner
+        parent = o._trace.get_current_span().get_span_context()
+        if parent.is_valid and not parent.trace_flags.sampled:
+            return self  # in a trace that is not sampled: nothing to record, nothing made
         self._span = span = o._tracer.start_span(self._name, attributes=self._attributes)
         self._token = o._context.attach(o._trace.set_span_in_context(span))
         return self
 
     def __exit__(self, tp: object, exc: BaseException | None, tb: object) -> None:
         span = self._span
-        assert span is not None
+        if span is None:
+            return
         try:
             if exc is not None and not isinstance(exc, GeneratorExit):
                 self.error(exc)

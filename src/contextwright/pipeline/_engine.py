@@ -306,9 +306,10 @@ class ContextEngine:
                 [s for s, _ in applicable], turn, allowance, self.cache, tracer
             )
             if span.recording:
-                hits = sum(f.cached for f in fetched)
-                span.update({"contextwright.sources.fetched": len(fetched) - hits,
-                             "contextwright.cache.hits": hits})  # fmt: skip
+                hits = [f.source for f in fetched if f.cached]
+                span.set("contextwright.sources.fetched", len(fetched) - len(hits))
+                if hits:
+                    span.set("contextwright.sources.cached", hits)
         if applicable and (down := getattr(self.cache, "unavailable", None)):
             report.cache_unavailable = str(down)
             report.warnings.append(f"shared cache unavailable, blocks fetched afresh: {down}")

@@ -128,7 +128,6 @@ def _source_attributes(source: Source) -> dict[str, AttrValue]:
 def _fetched_attributes(fetched: Fetched) -> dict[str, AttrValue]:
     return {
         "contextwright.source.status": fetched.status,
-        "contextwright.source.cached": fetched.cached,
         "contextwright.source.blocks": len(fetched.blocks),
     }
 
@@ -181,17 +180,15 @@ async def fetch_all(
 ) -> list[Fetched]:
     """Each source's answer, in order: cached, or fetched under its deadline (concurrently).
 
-    With an enabled ``tracer`` each source has a span (``contextwright.source.fetch``;
-    a zero-length one when served from the cache).
+    With an enabled ``tracer`` each source fetched has a span
+    (``contextwright.source.fetch``); one served from the cache has none (the fetch
+    stage's span lists them).
     """
     out: list[Fetched | asyncio.Task[Fetched]] = []
     traced = tracer.enabled
     for source in sources:
         hit = from_cache(cache, source, turn)
         if hit is not None:
-            if traced:
-                with tracer.span(SOURCE_FETCH, _source_attributes(source)) as span:
-                    span.update(_fetched_attributes(hit))
             out.append(hit)
             continue
         run = _Run(source, turn, allowance)

@@ -43,27 +43,27 @@ BUILD = "contextwright.build"
 SOURCE_FETCH = "contextwright.source.fetch"
 DURATION = "contextwright.build.duration"  # histogram, seconds
 TOKENS = "contextwright.build.tokens"  # histogram, tokens, attribute contextwright.section
-STATUSES = ("included", "truncated", "dropped", "empty", "skipped", "failed", "timed_out")
 # the provider formats a build renders to, by the gen_ai.provider.name they serve
 _PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
 
 
 def provider_attributes(model: str | None, provider: str | None) -> dict[str, AttrValue]:
-    """``gen_ai.request.model`` and the provider (``gen_ai.provider.name``, and the older
-    ``gen_ai.system``) where they are known: low-cardinality, the metrics carry them too."""
+    """``gen_ai.request.model`` and ``gen_ai.provider.name`` where they are known:
+    low-cardinality, the metrics carry them too."""
     out: dict[str, AttrValue] = {}
     if model:
         out["gen_ai.request.model"] = model
     name = _PROVIDERS.get(provider) if provider is not None else None
     if name is not None:
-        out["gen_ai.provider.name"] = out["gen_ai.system"] = name
+        out["gen_ai.provider.name"] = name
     return out
 
 
 def report_attributes(report: ContextReport) -> dict[str, AttrValue]:
     """The receipt's figures as span attributes: budget, tokens (total and per
-    section), blocks by status, cache hits, history kept. No text."""
-    counts = dict.fromkeys(STATUSES, 0)
+    section), blocks included and dropped (other statuses when there are any), cache
+    hits, history messages kept. No text."""
+    counts = {"included": 0, "dropped": 0}
     dropped: list[str] = []
     for b in report.blocks:
         counts[b.status] = counts.get(b.status, 0) + 1
@@ -72,14 +72,9 @@ def report_attributes(report: ContextReport) -> dict[str, AttrValue]:
     out: dict[str, AttrValue] = {
         "contextwright.budget": report.budget,
         "contextwright.tokens.used": report.used,
-        "contextwright.tokens.protected": report.protected_tokens,
         "contextwright.utilisation": round(report.utilisation, 4),
-        "contextwright.counter": report.counter,
         "contextwright.cache.hits": report.cache_hits,
-        "contextwright.cache.misses": report.cache_misses,
         "contextwright.history.messages": report.history_messages,
-        "contextwright.history.total": report.history_total,
-        "contextwright.warnings": len(report.warnings),
     }
     for status, n in counts.items():
         out[f"contextwright.blocks.{status}"] = n
@@ -87,6 +82,8 @@ def report_attributes(report: ContextReport) -> dict[str, AttrValue]:
         out["contextwright.blocks.dropped_names"] = dropped
     for name, s in report.sections.items():
         out[f"contextwright.tokens.{name}"] = s.used
+    if report.warnings:
+        out["contextwright.warnings"] = len(report.warnings)
     if report.last_seq is not None:
         out["contextwright.last_seq"] = report.last_seq
     return out
@@ -138,8 +135,22 @@ async def traced_build(
         "contextwright.tenant": tenant,
         **metric,
     }
+    if "gen_ai.provider.name" in metric:  # the older name of the attribute, on the span
+        attrs["gen_ai.system"] = metric["gen_ai.provider.name"]
+    if engine.tracer is not None:
+        with activate(engine.tracer):
+            return await _traced(tracer, run, attrs, metric)
+    return await _traced(tracer, run, attrs, metric)
+
+
+async def _traced(
+    tracer: Tracer,
+    run: Callable[[], Awaitable[BuiltContext]],
+    attrs: Attributes,
+    metric: Attributes,
+) -> BuiltContext:
     t0 = time.perf_counter()
-    with activate(engine.tracer), tracer.span(BUILD, attrs) as span:
+    with tracer.span(BUILD, attrs) as span:
         try:
             built = await run()
         except BaseException as exc:
