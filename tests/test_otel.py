@@ -398,6 +398,10 @@ def test_stateful_build_append_and_compaction_spans(tel, tmp_path):
     assert append.attributes["contextwright.messages"] == len(thread)
     assert append.attributes["gen_ai.conversation.id"] == "conv-9"
     assert append.attributes["contextwright.last_seq"] == len(thread)
+    convs.import_sync("conv-10", thread, tenant="t1", user="u1", batch_size=4)
+    (imported,) = named(spans(tel), "contextwright.import")
+    assert imported.attributes["contextwright.messages"] == len(thread)
+    assert imported.attributes["gen_ai.conversation.id"] == "conv-10"
     tel.exporter.clear()
 
     built = convs.build_sync("conv-9", "so what now?", tenant="t1", user="u1")

@@ -6,6 +6,7 @@ Spans, each only when the tracer is ``enabled``:
   the tail, a compaction before the build, the engine's ``contextwright.build``, and
   storing the message, as children; the compaction's urgency and whether one ran;
 * ``contextwright.append`` — every append (`Writes.append`), a build's own message too;
+  ``contextwright.import`` — the batches of `Conversations.import_messages`;
 * ``contextwright.compaction`` — every compaction and background summary
   (`Compactor.compact_now`), with ``contextwright.summary`` around the summariser.
 
@@ -34,6 +35,7 @@ __all__ = [
     "APPEND",
     "COMPACTION",
     "CONVERSATION_BUILD",
+    "IMPORT",
     "SUMMARY",
     "append_attributes",
     "compaction_attributes",
@@ -44,6 +46,7 @@ __all__ = [
 
 CONVERSATION_BUILD = "contextwright.conversation.build"
 APPEND = "contextwright.append"
+IMPORT = "contextwright.import"
 COMPACTION = "contextwright.compaction"
 SUMMARY = "contextwright.summary"
 P = ParamSpec("P")

@@ -22,7 +22,7 @@ from ..model._messages import Message
 from ..model._parts import ToolResultPart
 from ..stores import CompactionEntry, Summary, Written
 from ..tokens._frame import count_message
-from ._tracing import APPEND, append_attributes, conversation_attributes, tracer_of
+from ._tracing import APPEND, IMPORT, append_attributes, conversation_attributes, tracer_of
 
 if TYPE_CHECKING:
     from ._conversations import Conversations
@@ -264,10 +264,14 @@ class Writes:
         batch_size: int, progress: Callable[[int], object] | None, optimize_index: bool,
     ) -> list[Message]:  # fmt: skip
         """`Conversations.import_messages`: the batches (`import_batches`), the index
-        optimised if asked, then the summary of what lies outside the window scheduled."""
-        stored = await self.import_batches(
-            conversation, messages, tenant, user, batch_size, progress
-        )
+        optimised if asked, then the summary of what lies outside the window scheduled.
+        A ``contextwright.import`` span when tracing."""
+        tracer = tracer_of(self.c)
+        with tracer.span(IMPORT, conversation_attributes(conversation, tenant)) as span:
+            stored = await self.import_batches(
+                conversation, messages, tenant, user, batch_size, progress
+            )
+            span.set("contextwright.messages", len(stored))
         if stored and optimize_index:
             await self.c.backend.search.optimize_index()
         if stored:
