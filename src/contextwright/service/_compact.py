@@ -32,6 +32,7 @@ from ..stores import CompactionEntry, Job, MessageOutline, Summary
 from ..stores._inline import runs_inline
 from ..tokens._frame import count_message
 from ._tail import Tail
+from ._tracing import COMPACTION, SUMMARY, compaction_attributes, conversation_attributes, tracer_of
 
 if TYPE_CHECKING:
     from ._conversations import Conversations
@@ -203,6 +204,37 @@ class Compactor:
         explicit: bool = False, prompt: bool = True, background: bool = False,
         budget: Budget | int | None = None,
     ) -> CompactionResult:  # fmt: skip
+        """`_compact_now`, in a ``contextwright.compaction`` span when tracing."""
+        run = functools.partial(
+            self._compact_now, conversation, tenant, user, tail, urgency, wait=wait,
+            routine=routine, preview=preview, force=force, explicit=explicit, prompt=prompt,
+            background=background, budget=budget,
+        )  # fmt: skip
+        tracer = tracer_of(self.c)
+        if not tracer.enabled:
+            return await run()
+        attrs = conversation_attributes(conversation, tenant)
+        attrs.update({"contextwright.compaction.routine": routine,
+                      "contextwright.compaction.background": background,
+                      "contextwright.compaction.preview": preview})  # fmt: skip
+        result: CompactionResult | None = None
+        with tracer.span(COMPACTION, attrs) as span:
+            try:
+                result = await run()
+            except _StoodDown:  # gave way to a forced compaction: not a failure
+                span.set("contextwright.compaction.stood_down", True)
+            else:
+                span.update(compaction_attributes(result))
+        if result is None:
+            raise _StoodDown
+        return result
+
+    async def _compact_now(
+        self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
+        *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
+        explicit: bool = False, prompt: bool = True, background: bool = False,
+        budget: Budget | int | None = None,
+    ) -> CompactionResult:  # fmt: skip
         """Summarise early turns into a new summary version and log it.
 
         The plan needs only the stored outlines (`Store.read_outline`: counts, roles,
@@ -328,7 +360,16 @@ class Compactor:
             # rules' CPU time does not hold up the caller's event loop. The sync API's
             # private loop serves only this call: the rules run on it, with no hops.
             hop = wait and not runs_inline()
-            draft = await (asyncio.wrap_future(self.c._runner.submit(runner)) if hop else runner)
+            tracer = tracer_of(self.c)
+            with tracer.span(SUMMARY, {"contextwright.summary.messages": cut}) as span:
+                draft = await (
+                    asyncio.wrap_future(self.c._runner.submit(runner)) if hop else runner
+                )
+                if span.recording:
+                    span.update({"contextwright.summary.method": draft.method,
+                                 "contextwright.summary.tokens": counter.count(draft.content)})  # fmt: skip
+                    if tracer.capture_content:
+                        span.set("contextwright.content", draft.content)
             content, method = draft.content, draft.method
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,

@@ -62,6 +62,7 @@ from ._live import can_cut, live_check, window_allowance
 from ._sync import SyncLoop, sync_list, sync_twin
 from ._tail import Tail, TailCache
 from ._tail_sync import TailKeeper
+from ._tracing import traced_build
 from ._write_path import Writes
 
 __all__ = ["Conversations", "MemoryFlush"]
@@ -256,11 +257,10 @@ class Conversations:
         the window) and stores those counts and read-back keys in one more
         transaction (`_settle`). The rest is what the summary scheduled at the end
         covers; it is never sent, and counting and viewing it was about half the
-        import's time. Those
-        messages stay uncounted in the store: they are not in ``token_total``, and
-        anything that needs their count later (a cold start that finds them in
-        its tail, a compaction that keeps them) counts them then. Nothing is lost:
-        they are stored, searchable and summarised like any other.
+        import's time. Those messages stay uncounted in the store: they are not in
+        ``token_total``, and anything that needs their count later (a cold start that
+        finds them in its tail, a compaction that keeps them) counts them then.
+        Nothing is lost: they are stored, searchable and summarised like any other.
         ``optimize_index`` then indexes what was stored for full-text search and
         merges the index (`MessageSearch.optimize_index`: on SQLite the whole
         file's, so for large imports; the CLI's ``import`` does it). Without it
@@ -277,6 +277,7 @@ class Conversations:
 
     # -- reading -------------------------------------------------------------------------
 
+    @traced_build
     async def build(
         self,
         /,
