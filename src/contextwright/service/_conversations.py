@@ -2,10 +2,9 @@
 
 `Conversations` puts a `ContextEngine` on top of a store `Backend` (the async
 store contract: SQLite by default, any backend that passes the contract suites;
-each call goes through one of its roles). Messages are appended
-once, with a sequence number and their prompt cost; each build reads only what is
-new since the last one, so a turn costs the same in a conversation of 100 messages
-and of 100,000:
+each call goes through one of its roles). Messages are appended once, with a
+sequence number and their prompt cost; each build reads only what is new since the
+last one, so a turn costs the same in a conversation of 100 messages and of 100,000:
 
 * an in-process *tail* per conversation holds the newest messages after the
   summary boundary, enough to fill the largest window; a build asks the store
@@ -15,7 +14,7 @@ and of 100,000:
   the live conversation" without counting anything again;
 * large tool results are compressed for the prompt when they are appended, the
   original offloaded to working memory behind a read-back pointer
-  (`ToolResultCompressor`); the stored message itself stays verbatim.
+  (`ToolResultCompressor`); the stored message stays verbatim.
 
 Summaries are incremental (previous summary + the messages since it) and are
 made in the background: a build never waits for one unless the conversation is
