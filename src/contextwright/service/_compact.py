@@ -37,7 +37,7 @@ from ._tracing import COMPACTION, SUMMARY, compaction_attributes, conversation_a
 if TYPE_CHECKING:
     from ._conversations import Conversations
 
-__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload", "compaction_report"]
+__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload"]
 
 SUMMARISE = "summarise"  # the job kind of a background summary
 
@@ -46,20 +46,6 @@ SUMMARISE = "summarise"  # the job kind of a background summary
 MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 # A tool result to offload: (working-memory key, call id, original text, ttl).
 Offload = tuple[str, str, str, float]
-
-
-def compaction_report(
-    urgency: CompactionCheck, compacted: CompactionResult | None
-) -> dict[str, Any]:
-    """The build report's ``compaction``: the check, and what a compaction before it did."""
-    out: dict[str, Any] = {"urgency": urgency.urgency, "live_tokens": urgency.current_tokens}
-    if compacted is not None:
-        out.update(
-            performed=compacted.applied, strategies=list(compacted.strategies),
-            tokens_before=compacted.tokens_before_compaction,
-            tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
-        )  # fmt: skip
-    return out
 
 
 class _StoodDown(Exception):

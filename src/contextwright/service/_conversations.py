@@ -49,6 +49,7 @@ from ..history import (
     TurnRanker,
     readback_page,
 )
+from ..history._compaction import compaction_report
 from ..model._messages import Message
 from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
@@ -56,7 +57,7 @@ from ..stores import Backend, Job, Jobs, MemoryJobs, SQLiteBackend, SQLiteStore
 from ..stores._runner import JobRunner
 from ..stores._url import parse_db
 from ..stores._wakeup import Wakeup, open_wakeup
-from ._compact import SUMMARISE, Compactor, MemoryFlush, compaction_report
+from ._compact import SUMMARISE, Compactor, MemoryFlush
 from ._live import can_cut, live_check, window_allowance
 from ._sync import SyncLoop, sync_list, sync_twin
 from ._tail import Tail, TailCache
@@ -75,9 +76,8 @@ class Conversations:
     `PostgresBackend` (with its job queue), or an `SQLiteStore` or a path or
     ``sqlite:///path`` (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
     then that `SQLiteStore`, for sync reads (None with another backend). ``summarizer`` defaults
-    to the rule summariser; ``memory_flush`` runs on messages about to be
-    summarised away. ``window_tokens`` bounds the in-process tail (default: the
-    engine's budget).
+    to the rule summariser; ``memory_flush`` runs on messages about to be summarised
+    away. ``window_tokens`` bounds the in-process tail (default: the engine's budget).
 
     ``max_cached_conversations`` bounds the conversations whose tail is kept in
     process (least recently used evicted first; default 1,024): memory stays flat
