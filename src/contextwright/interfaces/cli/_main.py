@@ -43,6 +43,7 @@ from ...sources import (
 from ...tokens._count import HeuristicCounter, TokenCounter
 from ...tokens._exact import default_counter
 from ..eval import _locomo_cli as _eval
+from ..mcp import _cli as _mcp
 from . import _db
 from . import _history as _cli_history
 from ._files import load_conversation as _load
@@ -232,6 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     _cli_history.add_parsers(sub)
     _eval.add_parsers(sub)
     _db.add_parsers(sub)
+    _mcp.add_parsers(sub)
     return p
 
 
@@ -255,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _eval.run(args, sys.stdout)
         if args.command == "migrate":
             return _db.run(args, sys.stdout)
+        if args.command == "mcp":
+            return _mcp.run(args)
         if args.command in _cli_history.commands():
             _cli_history.run(args, sys.stdout)
             return 0
