@@ -343,10 +343,22 @@ def _has(exc: BaseException, kind: type[BaseException]) -> bool:
 # -- the command, the gate, the optional dependency ------------------------------------------
 
 
-def test_http_takes_the_tenant_from_keys_only(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["mcp", "--transport", "http", "--tenant", "acme"]) == 2
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--transport", "http", "--tenant", "acme"], "--tenant: over http the tenant comes"),
+        (["--model", "gpt-nonesuch"], "--model: unknown model"),
+        (["--db", "/nonexistent/folder/cw.db"], "cannot open the store"),
+        (["--transport", "http", "--port", "0"], "--port must be between"),
+    ],
+)
+def test_the_command_refuses_in_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad options and an unopenable store stop before any transport starts."""
+    assert main(["mcp", *argv]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("contextwright: error: --tenant")
+    assert err.startswith(f"contextwright: error: {says}"), err
     assert len(err.splitlines()) == 1
 
 

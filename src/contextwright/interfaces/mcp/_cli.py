@@ -16,10 +16,12 @@ import sys
 from typing import Any
 
 from ..._errors import UserError
+from ..cli._history import counter_for
 
 __all__ = ["add_parsers", "run"]
 
 DEFAULT_PORT = 8765
+DEFAULT_BUDGET = 8000  # as the stored-conversation commands (`inspect`, `compact`)
 
 
 def add_parsers(sub: Any) -> None:
@@ -51,7 +53,7 @@ def add_parsers(sub: Any) -> None:
         "--budget",
         type=int,
         default=None,
-        help="default input tokens of a build (else the model's)",
+        help=f"default input tokens of a build (default: the --model's, else {DEFAULT_BUDGET})",
     )
 
 
@@ -63,12 +65,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if not 0 < args.port < 65536:
         raise UserError(f"--port must be between 1 and 65535, got {args.port}")
+    counter_for(args.model)  # an unknown --model fails here, in one line, not in the server
     from ._server import Settings, serve
 
     settings = Settings(
         db=args.db,
         model=args.model,
-        budget=args.budget,
+        budget=args.budget if args.budget is not None or args.model else DEFAULT_BUDGET,
         tenant=args.tenant or "default",
         transport=args.transport,
         host=args.host,

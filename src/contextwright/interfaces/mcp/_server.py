@@ -101,23 +101,28 @@ def tenant_of(running: Running, request: Any) -> str:
     return running.settings.tenant
 
 
-def create_server(settings: Settings) -> tuple[MCPServer[Any], Running]:
-    """The `MCPServer` with contextwright's tools and resources, and its `Running` state."""
+def create_server(settings: Settings, host: Host | None = None) -> tuple[MCPServer[Any], Running]:
+    """The `MCPServer` with contextwright's tools and resources, and its `Running` state.
+
+    Its lifespan opens a `Host` on ``settings.db`` and closes it at the end, unless
+    ``host`` is given (then the caller closes it).
+    """
     server_cls = _mcpserver()
-    from .._host import open_host
     from ._tools import register
 
-    running = Running(settings)
+    running = Running(settings, host)
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[dict[str, Any]]:
-        host = await open_host(settings.db, model=settings.model, budget=settings.budget)
-        running.host = host
+        if host is not None:
+            yield {}
+            return
+        running.host = await _open(settings)
         try:
             yield {}
         finally:
-            running.host = None
-            await host.aclose()
+            opened, running.host = running.host, None
+            await opened.aclose()
 
     server = server_cls(
         NAME,
@@ -163,14 +168,38 @@ def uvicorn_server(settings: Settings) -> Any:
     return uvicorn.Server(config)
 
 
-def serve(settings: Settings) -> None:
-    """Run the server over ``settings.transport`` until it ends (stdio) or is stopped (http)."""
-    if settings.transport == "stdio":
-        import anyio
+async def _open(settings: Settings) -> Host:
+    from .._host import open_host
 
-        server, _ = create_server(settings)
-        anyio.run(server.run_stdio_async)
+    return await open_host(settings.db, model=settings.model, budget=settings.budget)
+
+
+def serve(settings: Settings) -> None:
+    """Run the server over ``settings.transport`` until it ends (stdio) or is stopped (http).
+
+    The store is opened before the server starts, so a wrong ``--db`` (a missing
+    folder, a PostgreSQL that is down) fails as one error, not in the SDK's or
+    uvicorn's startup.
+    """
+    import anyio
+
+    if settings.transport == "stdio":
+
+        async def stdio() -> None:
+            host = await _open(settings)
+            try:
+                server, _ = create_server(settings, host)
+                await server.run_stdio_async()
+            finally:
+                await host.aclose()
+
+        anyio.run(stdio)
         return
+
+    async def check() -> None:  # uvicorn's loop opens its own host in the lifespan
+        await (await _open(settings)).aclose()
+
+    anyio.run(check)
     uvicorn_server(settings).run()
 
 
