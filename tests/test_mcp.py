@@ -148,8 +148,13 @@ async def exercise(session: ClientSession, conversation: str = "c1") -> None:
     bad = await session.call_tool(
         "append_messages", {"conversation": conversation, "messages": [{"role": "wizard"}]}
     )
-    assert bad.is_error
-    assert "InvalidMessageError" in bad.content[0].text
+    _refused(bad, "InvalidMessageError")
+    tiny = await session.call_tool(
+        "build_context", {"conversation": conversation, "message": "hi", "budget": 5}
+    )
+    _refused(tiny, "BudgetError")
+    listed = _data(await session.call_tool("list_conversations", {}))["conversations"]
+    assert [(c["id"], c["last_seq"]) for c in listed] == [(conversation, 83)]  # nothing written
 
 
 # -- stdio -----------------------------------------------------------------------------------
