@@ -115,17 +115,19 @@ async def exercise(session: ClientSession, conversation: str = "c1") -> None:
     )["turns"]
     assert (turns[0]["seq"], turns[0]["text"]) == (1, EARLY)
 
-    added = _data(
-        await session.call_tool(
-            "add_memory", {"content": "Prefers answers in French.", "user": "ann"}
+    for language in ("German", "French"):  # the same key: the newer replaces the older
+        added = _data(
+            await session.call_tool(
+                "add_memory",
+                {"content": f"Prefers answers in {language}.", "user": "ann", "key": "language"},
+            )
         )
-    )
     found = _data(
-        await session.call_tool("search_memory", {"query": "French answers", "user": "ann"})
+        await session.call_tool("search_memory", {"query": "prefers answers", "user": "ann"})
     )["memories"]
     assert [h["memory"]["id"] for h in found] == [added["id"]]
     nobody = _data(
-        await session.call_tool("search_memory", {"query": "French answers", "user": "bob"})
+        await session.call_tool("search_memory", {"query": "prefers answers", "user": "bob"})
     )
     assert nobody["memories"] == []
 

@@ -24,12 +24,12 @@ from typing import Annotated, Any, Literal, TypeVar
 # This module is imported only once the SDK is known to be there (`_server.create_server`);
 # the SDK reads the tools' annotations at run time, so they are real imports.
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from ..._errors import BudgetError, InvalidMessageError, StoreUnavailableError, UserError
-from .._host import Host
+from .._host import Host, NotFoundError
 from ._server import Running, tenant_of
 
 __all__ = ["RESOURCES", "TOOLS", "receipt_summary", "register"]
@@ -224,15 +224,22 @@ def register(server: MCPServer[Any], running: Running) -> None:
         ],
         ctx: Context[Any, Any],
         user: MemoryUser = None,
+        key: Annotated[
+            str | None,
+            Field(
+                description="A stable name for a fact that changes, e.g. 'preferred_language': "
+                "a new memory with the same key replaces the old one (kept as history)."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Remember a lasting fact about a user (a preference, a profile detail, a standing goal).
 
         Later builds for this user bring it into the context when it is relevant.
-        Store facts, not conversation turns; a fact that repeats one already stored
-        is merged with it.
+        Store facts, not conversation turns. Give facts that change a key, so that
+        the new value replaces the old instead of contradicting it.
         """
         return await call(
-            ctx, lambda host, tenant: host.add_memory(tenant, user or ANONYMOUS, content)
+            ctx, lambda host, tenant: host.add_memory(tenant, user or ANONYMOUS, content, key=key)
         )
 
     @server.tool(annotations=additive)
@@ -269,6 +276,8 @@ def register(server: MCPServer[Any], running: Running) -> None:
         tenant = tenant_of(running, ctx.request_context.request)
         try:
             value = await op(running.require_host(), tenant)
+        except NotFoundError as exc:
+            raise ResourceNotFoundError(_error_text(exc)) from None
         except EXPECTED as exc:
             raise ResourceError(_error_text(exc)) from None
         return json.dumps(value, ensure_ascii=False)
@@ -285,7 +294,7 @@ def register(server: MCPServer[Any], running: Running) -> None:
         async def latest(host: Host, tenant: str) -> Any:
             found = await host.receipts(tenant, conversation, limit=1)
             if not found:
-                raise ResourceError(f"conversation {conversation!r} has no build yet")
+                raise ResourceNotFoundError(f"conversation {conversation!r} has no build yet")
             return found[0]
 
         return await resource(ctx, latest)
