@@ -404,3 +404,40 @@ def test_the_command_line_does_not_import_the_sdk() -> None:
         [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_http_command_serves_behind_keys(tmp_path: Path) -> None:
+    """``contextwright mcp --transport http`` as a process: it listens, and only with a key."""
+    db = tmp_path / "cw.db"
+    key, _ = _key(db, "acme")
+    with socket.socket() as probe:  # a free port; the server binds it a moment later
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = ["mcp", "--transport", "http", "--db", str(db), "--port", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contextwright", *command],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # a condition polled with a deadline: the port answers
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the server did not start"
+            try:
+                refused = httpx.post(url, json=INITIALIZE, headers=ACCEPT)
+                break
+            except httpx.ConnectError:
+                time.sleep(0.05)
+        assert refused.status_code == 401
+        auth = {**ACCEPT, "authorization": f"Bearer {key}"}
+        accepted = httpx.post(url, json=INITIALIZE, headers=auth)
+        assert accepted.status_code == 200
+        assert accepted.json()["result"]["serverInfo"]["name"] == "contextwright"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert proc.stderr is not None
+    assert key not in proc.stderr.read().decode()  # the key is never logged
