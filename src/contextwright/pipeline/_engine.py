@@ -177,6 +177,15 @@ class ContextEngine:
             self._scans.clear()
         self._shortened = ShortenCache(self._shortened.maxsize)
 
+    def forget(self, *, tenant: str, user: str, conversation: str) -> None:
+        """Forget what is held of one conversation (it was deleted): its window walk and
+        history scan, and the blocks cached in its namespace (`invalidate`)."""
+        namespace = cache_namespace(tenant, user, conversation)
+        with self._memo_lock:
+            self._memos.pop(namespace, None)
+            self._scans.pop((tenant, user, conversation), None)
+        self.invalidate(namespace=namespace)
+
     @staticmethod
     def _budget(budget: Budget | int | None, model: str | None) -> Budget | None:
         if budget is None:

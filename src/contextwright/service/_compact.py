@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import StoreError, SummaryConflictError, UserError
@@ -146,6 +147,23 @@ class Compactor:
         if past_tail or self.c._check(tail, None).summary_due:
             await self.schedule(conversation, tenant, user, routine=True)
 
+    @contextlib.asynccontextmanager
+    async def held_off(self, key: tuple[str, str]) -> AsyncIterator[None]:
+        """Run the block with no summary of the conversation under way in this process:
+        a background one is told to give way (as by `compact`) and waited for first,
+        and one that starts meanwhile gives way at once (`Conversations.delete`)."""
+        mine = key not in self._yield_to
+        if mine:
+            self._yield_to.add(key)
+        try:
+            running = self.running(key)
+            if running is not None:
+                await asyncio.wait([asyncio.wrap_future(running)])
+            yield
+        finally:
+            if mine:
+                self._yield_to.discard(key)
+
     def _forget(self, key: tuple[str, str], done: concurrent.futures.Future[None]) -> None:
         if self._pending.get(key) is done:
             del self._pending[key]
@@ -167,6 +185,14 @@ class Compactor:
             )  # fmt: skip
         except _StoodDown:
             pass  # a forced compaction waiting for this job covers what it would have
+        except UserError:
+            # The conversation was deleted meanwhile (in another process, say), or
+            # deleted and made again by someone else: the job's work went with it.
+            info = await self.c.backend.conversations.get_conversation(
+                conversation, tenant=job.tenant
+            )
+            if info is not None and info.user == user:
+                raise
         finally:
             self._forget(key, here)
             here.set_result(None)
