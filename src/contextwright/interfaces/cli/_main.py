@@ -14,6 +14,7 @@ all of them), with the general sources (`default_sources`: the file's memories
 and knowledge, if any) or, with ``--preset consultation``, the consultation set. Bad input exits with status 2 and one line saying what and where.
 
 ``import``, ``inspect`` and ``compact`` work on stored conversations (`_cli_history`).
+``mcp`` runs the MCP server (`contextwright.interfaces.mcp`, its own parser).
 """
 
 from __future__ import annotations
