@@ -14,6 +14,7 @@ all of them), with the general sources (`default_sources`: the file's memories
 and knowledge, if any) or, with ``--preset consultation``, the consultation set. Bad input exits with status 2 and one line saying what and where.
 
 ``import``, ``inspect`` and ``compact`` work on stored conversations (`_cli_history`).
+``mcp`` runs the MCP server (`contextwright.interfaces.mcp`, its own parser).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ...sources import (
 from ...tokens._count import HeuristicCounter, TokenCounter
 from ...tokens._exact import default_counter
 from ..eval import _locomo_cli as _eval
+from ..mcp import _cli as _mcp
 from . import _db
 from . import _history as _cli_history
 from ._files import load_conversation as _load
@@ -232,6 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     _cli_history.add_parsers(sub)
     _eval.add_parsers(sub)
     _db.add_parsers(sub)
+    _mcp.add_parsers(sub)
     return p
 
 
@@ -255,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _eval.run(args, sys.stdout)
         if args.command == "migrate":
             return _db.run(args, sys.stdout)
+        if args.command == "mcp":
+            return _mcp.run(args)
         if args.command in _cli_history.commands():
             _cli_history.run(args, sys.stdout)
             return 0
