@@ -10,6 +10,7 @@ recall when asked.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from contextwright.integrations.langchain import (
     ContextwrightMiddleware,
     from_langchain_messages,
 )
+from contextwright.integrations.langchain._middleware import receipt_dict
 
 from .lc_fakes import ToolCallingFake, check_received, lookup
 
@@ -80,6 +82,7 @@ def test_create_agent_200_turns_under_budget_with_recall(convs: Conversations) -
     # the receipt: in the state, in last_receipt, given to on_receipt, for every call
     assert out[RECEIPT_KEY] == mw.last_receipt.to_dict()  # type: ignore[union-attr]
     assert len(receipts) == 301
+    assert all(receipt_dict(r) == r.to_dict() for r in receipts)  # the state's form is to_dict's
     assert out[RECEIPT_KEY]["budget"] <= BUDGET
     recalled = next(b for b in out[RECEIPT_KEY]["blocks"] if b["name"] == "recalled_turns")
     assert recalled["status"] == "included"
@@ -237,3 +240,19 @@ def test_example_runs() -> None:
     assert out.returncode == 0, out.stderr
     assert "4817" in out.stdout
     assert "context receipt" in out.stdout
+
+
+def test_bench_runs_tiny() -> None:
+    """bench/bench_langchain.py end to end at a tiny size (the shape of its output, not numbers)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "bench")])}
+    env["COLUMNS"] = "250"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_langchain.py"), "--quick", "--sizes", "300",
+         "--budgets", "2000"],
+        capture_output=True, text=True, timeout=240, env=env, cwd=ROOT / "bench", check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "Per turn, ms" in out.stdout
+    assert "Goals (ratio = LangChain / contextwright" in out.stdout
+    if (ROOT.parent / "shared" / "data" / "locomo").is_dir():
+        assert "LoCoMo recall higher at 2,000" in out.stdout

@@ -43,12 +43,13 @@ from ...model._messages import Message
 from ...pipeline._receipt import BuiltContext, ContextReport
 from ...service._conversations import Conversations
 from ...tokens._frame import count_message
-from ._convert import CW, from_langchain, to_langchain_messages
+from ._convert import CW, from_langchain, to_langchain
 
 __all__ = ["Bridge", "Prepared", "conversation_of"]
 
 LateSystem = Literal["user", "system"]
 _KNOWN_IDS = 512  # ids remembered per conversation (only the newest matter)
+_CONVERTED = 8192  # messages kept converted for the model (`Bridge._for_model`)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class Bridge:
         self._max = max_conversations
         self._lock = Lock()
         self._tool_costs: dict[tuple[str, ...], int] = {}
+        self._converted: dict[int, tuple[Message, list[BaseMessage]]] = {}
 
     def _record(self, conversation: str) -> _Record:
         key = (self.tenant, conversation)
@@ -215,11 +217,11 @@ class Bridge:
         """Store what is new in ``messages`` and build the model's input from the conversation."""
         if not messages:
             raise InvalidMessageError("messages", "the model's input holds no message")
-        for m in messages:
+        rec = self._record(conversation)
+        new = self._new(messages, rec)  # a message without an id is new: it gets one
+        for m in new:
             if not m.id:
                 m.id = f"lc-{uuid.uuid4().hex}"
-        rec = self._record(conversation)
-        new = self._new(messages, rec)
         last = messages[-1].id
         assert last is not None
         if not new and rec.last is not None and rec.last[0] == last:
@@ -275,7 +277,7 @@ class Bridge:
             else:
                 blocks = [*system.content, {"type": "text", "text": joined}]
                 merged = system.model_copy(update={"content": blocks})
-        rest = to_langchain_messages(msgs[lead:], for_model=True)
+        rest = [lm for m in msgs[lead:] for lm in self._for_model(m)]
         if self.late_system == "user":
             rest = [
                 HumanMessage(m.content, id=m.id, response_metadata={CW: {"late_system": True}})
@@ -284,6 +286,24 @@ class Bridge:
                 for m in rest
             ]
         return Prepared(merged, rest, built)
+
+    def _for_model(self, message: Message) -> list[BaseMessage]:
+        """``message`` as the model gets it, converted once per message object.
+
+        The history a build returns holds the same `Message` objects turn after
+        turn (the conversation's tail), and building a LangChain message is most of
+        the cost of handing them over; the converted ones are kept with the object
+        they came from (so an id is never reused for another), bounded in number.
+        Nothing downstream of a chat model call changes its input messages.
+        """
+        hit = self._converted.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        out = to_langchain(message, for_model=True)
+        if len(self._converted) >= _CONVERTED:
+            self._converted.clear()
+        self._converted[id(message)] = (message, out)
+        return out
 
     async def record(self, conversation: str, produced: Sequence[BaseMessage]) -> None:
         """Store what the model produced (an id is given to a message without one)."""

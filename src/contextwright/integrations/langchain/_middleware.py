@@ -24,6 +24,7 @@ config), by default the run's ``thread_id``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, cast
 
@@ -45,7 +46,13 @@ from ...pipeline._receipt import ContextReport
 from ...service._conversations import Conversations
 from ._bridge import Bridge, LateSystem, Prepared, conversation_of
 
-__all__ = ["RECEIPT_KEY", "ContextwrightHook", "ContextwrightMiddleware", "ContextwrightState"]
+__all__ = [
+    "RECEIPT_KEY",
+    "ContextwrightHook",
+    "ContextwrightMiddleware",
+    "ContextwrightState",
+    "receipt_dict",
+]
 
 RECEIPT_KEY = "contextwright_receipt"
 ConversationId = str | Callable[[dict[str, Any]], str] | None
@@ -55,6 +62,30 @@ class ContextwrightState(AgentState[Any]):
     """The agent state with the receipt of the latest model call."""
 
     contextwright_receipt: NotRequired[Annotated[dict[str, Any], OmitFromInput]]
+
+
+def receipt_dict(report: ContextReport) -> dict[str, Any]:
+    """`ContextReport.to_dict`, made without `dataclasses.asdict`'s deep copies.
+
+    The state gets one every model call, and ``asdict`` copied the receipt value by
+    value (most of the middleware's own cost per call). The values are plain
+    numbers and strings; the lists and dicts are new, as ``to_dict``'s are.
+    """
+    d = dict(report.__dict__)
+    blocks = []
+    for b in report.blocks:
+        bd = dict(b.__dict__)
+        if bd["fetch_ms"] is not None:
+            bd["fetch_ms"] = round(bd["fetch_ms"], 3)
+        blocks.append(bd)
+    d["blocks"] = blocks
+    d["sections"] = {k: dict(v.__dict__) for k, v in report.sections.items()}
+    d["timings_ms"] = {k: round(v, 3) for k, v in report.timings_ms.items()}
+    d["warnings"] = list(report.warnings)
+    if report.compaction is not None:
+        d["compaction"] = copy.deepcopy(report.compaction)
+    d["utilisation"] = round(report.utilisation, 4)
+    return d
 
 
 def _run_config(request: ModelRequest[Any]) -> dict[str, Any]:
@@ -116,7 +147,7 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
     ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
         if not self.receipt_in_state:
             return response
-        update = {RECEIPT_KEY: prepared.report.to_dict()}
+        update = {RECEIPT_KEY: receipt_dict(prepared.report)}
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     def wrap_model_call(
