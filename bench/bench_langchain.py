@@ -40,7 +40,7 @@ LangChain: the placeholder summary carries nothing, so its recall is what the ke
 and trimmed turns hold; a real LLM summary could add some. Goal: higher at every
 budget.
 
-Run: ``python bench/bench_langchain.py [--quick] [--json out.json]`` (about 3 minutes on 2
+Run: ``python bench/bench_langchain.py [--quick] [--json out.json]`` (about 2 minutes on 2
 cores; ``--quick``: 1 LoCoMo file, fewer turns, well under a minute).
 """
 

@@ -243,14 +243,14 @@ class Bridge:
                 conversation, current, budget=budget, store_message=False, tenant=tenant, user=user
             )
         else:
-            if cw:
-                await convs.append(conversation, cw, tenant=tenant, user=user)
-            if messages[-1].type != "tool":
+            if messages[-1].type != "tool":  # refused before anything is stored
                 raise InvalidMessageError(
                     f"messages[{len(messages) - 1}]",
                     "the model's input must end with a user message or tool results, "
                     f"not a {messages[-1].type!r} message",
                 )
+            if cw:
+                await convs.append(conversation, cw, tenant=tenant, user=user)
             built = await convs.build(conversation, None, budget=budget, tenant=tenant, user=user)
         rec.remember([m.id for m in new if m.id is not None])
         prepared = self._shape(built, system)
