@@ -1,5 +1,7 @@
-"""Integrations: contextwright inside other frameworks and tools, each behind its own extra.
+"""Framework integrations, one extra each: `langchain` (``[langchain]``), `llamaindex`
+(``[llamaindex]``), `openai_agents` (``[agents]``), `otel` (``[otel]``).
 
-`otel` (OpenTelemetry spans and metrics, extra ``[otel]``). Each module imports its
-framework lazily; nothing here is imported by ``import contextwright``.
+Each module imports its framework when it is imported (never from ``import
+contextwright``) and raises `MissingDependencyError` naming its extra when the
+framework is missing; `otel` is a no-op until `otel.instrument` is called.
 """
