@@ -29,8 +29,8 @@ demo: $(DEMO_STAMP)
 	$(VENV)/bin/contextwright demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
