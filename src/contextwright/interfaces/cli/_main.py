@@ -13,7 +13,8 @@ and builds the context for its last user message (or for ``--query TEXT`` after
 all of them), with the general sources (`default_sources`: the file's memories
 and knowledge, if any) or, with ``--preset consultation``, the consultation set. Bad input exits with status 2 and one line saying what and where.
 
-``import``, ``inspect`` and ``compact`` work on stored conversations (`_cli_history`).
+``import``, ``inspect`` and ``compact`` work on stored conversations (`_cli_history`);
+``serve`` runs the HTTP service and ``keys`` makes its tenant keys (`_serve`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from ...sources import (
 from ...tokens._count import HeuristicCounter, TokenCounter
 from ...tokens._exact import default_counter
 from ..eval import _locomo_cli as _eval
-from . import _db
+from . import _db, _serve
 from . import _history as _cli_history
 from ._files import load_conversation as _load
 
@@ -232,6 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     _cli_history.add_parsers(sub)
     _eval.add_parsers(sub)
     _db.add_parsers(sub)
+    _serve.add_parsers(sub)
     return p
 
 
@@ -255,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _eval.run(args, sys.stdout)
         if args.command == "migrate":
             return _db.run(args, sys.stdout)
+        if args.command in _serve.commands():
+            return _serve.run(args, sys.stdout)
         if args.command in _cli_history.commands():
             _cli_history.run(args, sys.stdout)
             return 0
