@@ -159,15 +159,36 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await request.app.state.host.ping()
         return {"status": "ready"}
 
-    @app.get("/metrics", tags=["probes"], response_class=Response)
+    @app.get(
+        "/metrics", tags=["probes"], response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
+    )  # fmt: skip
     async def prometheus() -> Response:
         """Prometheus metrics (text format); no label holds tenant data."""
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(
         Edge, limit=settings.max_body, metrics=metrics, insecure=settings.insecure_single_tenant
     )
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, with problems under ``application/problem+json`` only."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        doc = get_openapi(
+            title=app.title, version=app.version, summary=app.summary, routes=app.routes
+        )
+        for operation in (op for path in doc["paths"].values() for op in path.values()):
+            for response in operation.get("responses", {}).values():
+                content = response.get("content", {})
+                if "application/problem+json" in content and "application/json" in content:
+                    content["application/problem+json"] = content.pop("application/json")
+        app.openapi_schema = doc
+    return app.openapi_schema
 
 
 def app_from_env() -> FastAPI:

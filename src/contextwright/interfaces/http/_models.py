@@ -7,9 +7,9 @@ not silently ignored. Responses mirror what `Host` returns; the receipt mirrors
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 __all__ = [
     "AddMemory",
@@ -50,6 +50,10 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# 0 is not false, nor "yes" true: a client that sends them has a bug to hear about
+Flag = Annotated[bool, Strict()]
+
+
 # -- requests ------------------------------------------------------------------------------
 
 
@@ -74,11 +78,11 @@ class BuildContext(_Request):
     format: Literal["openai", "anthropic", "responses"] = "openai"
     model: str | None = Field(None, min_length=1, max_length=200)
     user: str | None = Field(None, min_length=1, max_length=200)
-    store_message: bool = True
+    store_message: Flag = True
 
 
 class Compact(_Request):
-    preview: bool = Field(False, description="compute what it would do; change nothing")
+    preview: Flag = Field(False, description="compute what it would do; change nothing")
 
 
 class Recall(_Request):
@@ -89,7 +93,7 @@ class Recall(_Request):
 class AddMemory(_Request):
     user: str = Field("anonymous", min_length=1, max_length=200)
     content: str = Field(min_length=1)
-    category: str = "fact"
+    category: str = Field("fact", pattern=r"^[a-z][a-z0-9_\-]{0,39}$")
     importance: int = Field(50, ge=0, le=100)
     key: str | None = Field(None, description="a live memory of the same key is superseded")
     namespace: str = ""
@@ -110,7 +114,7 @@ class Ingest(_Request):
         min_length=1, max_length=500, description="re-ingesting a source replaces it"
     )
     format: Literal["markdown", "text"] = "markdown"
-    category: str = ""
+    category: str = Field("", max_length=64)
     meta: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -33,6 +33,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from ..._errors import (
     BudgetError,
@@ -138,16 +139,30 @@ def install(app: FastAPI, count_error: Callable[[str], None]) -> None:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        title = type(exc).__name__ if type(exc) is not HTTPException else _phrase(exc.status_code)
+        status, headers = exc.status_code, dict(exc.headers or {})
+        title = type(exc).__name__ if type(exc) is not HTTPException else _phrase(status)
+        if status == 400:  # FastAPI's "error parsing the body" (not JSON, not UTF-8)
+            status, title = 422, "RequestValidationError"
+        if status == 405:  # every method of the path, not only the first route's
+            headers["Allow"] = ", ".join(_allowed(app, request.url.path))
         count_error(title)
-        headers = dict(exc.headers) if exc.headers else None
-        return problem(exc.status_code, title, str(exc.detail), request, headers=headers)
+        return problem(status, title, str(exc.detail), request, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         count_error(type(exc).__name__)
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return problem(500, "InternalError", "the server failed; see its log", request)
+
+
+def _allowed(app: FastAPI, path: str) -> list[str]:
+    """The methods some route of ``app`` answers at ``path`` (as routing itself matches)."""
+    allowed = []
+    for method in ("DELETE", "GET", "PATCH", "POST", "PUT"):
+        scope: dict[str, Any] = {"type": "http", "path": path, "method": method, "headers": []}
+        if any(route.matches(scope)[0] == Match.FULL for route in app.routes):
+            allowed.append(method)
+    return allowed
 
 
 def _phrase(status: int) -> str:

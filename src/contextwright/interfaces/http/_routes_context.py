@@ -35,7 +35,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/conversations", tags=["context"])
 
 
-@router.post("/{conversation}/context", response_model=Built, responses=errors(413))
+@router.post("/{conversation}/context", response_model=Built, responses=errors())
 async def build_context(
     conversation: str, body: BuildContext, request: Request, host: HostDep, tenant: TenantDep
 ) -> dict[str, Any]:

@@ -32,7 +32,7 @@ __all__ = ["errors", "router"]
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The problem responses a route may answer, for the OpenAPI document."""
     out: dict[int | str, dict[str, Any]] = {}
-    for code in (401, 422, 503, *codes):
+    for code in (401, 413, 422, 503, *codes):
         out[code] = {"model": Problem, "content": {"application/problem+json": {}}}
     return out
 
@@ -70,7 +70,7 @@ async def delete_conversation(
     return await host.delete(tenant, conversation)
 
 
-@router.post("/{conversation}/messages", response_model=Appended, responses=errors(413))
+@router.post("/{conversation}/messages", response_model=Appended, responses=errors())
 async def append_messages(
     conversation: str, body: AppendMessages, host: HostDep, tenant: TenantDep
 ) -> dict[str, Any]:

@@ -78,7 +78,7 @@ async def delete_memory(
 
 @router.post(
     "/knowledge", response_model=Ingested, status_code=201, tags=["knowledge"],
-    responses=errors(413),
+    responses=errors(),
 )  # fmt: skip
 async def ingest(body: Ingest, host: HostDep, tenant: TenantDep) -> dict[str, Any]:
     """Chunk a document into the tenant's knowledge (re-ingesting a source replaces it)."""
