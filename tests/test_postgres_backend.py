@@ -4,8 +4,9 @@ Lost connections (``pg_terminate_backend`` from another connection while a run
 of appends goes on: every append retried with the same message ids until it
 succeeds stores nothing twice and loses nothing acknowledged), search in
 English and Chinese against the SQLite backend on the same turns, selection by
-URL, a newer schema refused, an unreachable server reported as such, and
-strings PostgreSQL cannot hold refused as bad input.
+URL, a newer schema refused, an unreachable server reported as such,
+strings PostgreSQL cannot hold refused as bad input, and a delete that waits for
+an append in flight and leaves no row of the conversation behind.
 """
 
 from __future__ import annotations
@@ -193,6 +194,55 @@ def test_strings_postgresql_cannot_hold_are_bad_input(pg_url):
         await b.aclose()
 
     asyncio.run(main())
+
+
+def test_a_delete_waits_for_an_append_in_flight_and_leaves_no_row(pg_url):
+    """The delete takes the conversation's row lock, so what an append commits first goes
+    with it; every table hanging off the conversation, and m007's scoped search, is empty."""
+    tables = ("messages", "summaries", "compactions", "working_memory", "pinned")
+
+    async def main() -> None:
+        b = PostgresBackend(pg_url)
+        await b.append("c", [Message.user("zebra one"), Message.user("two")], tenant="t", user="u")
+        await b.pin("c", "p", tenant="t")
+        await b.put_working("c", "k", "v", tenant="t", ttl=60)
+        await b.record_receipt("c", {"n": 1}, tenant="t")
+        await b.append("c", [Message.user("zebra elsewhere")], tenant="o", user="u")
+        with psycopg.connect(pg_url, autocommit=True) as raw:
+            raw.execute("SET search_path TO contextwright")
+            (cid,) = raw.execute("SELECT cid FROM conversations WHERE tenant = 't'").fetchone()
+            with raw.transaction():  # an append in flight: the row locked, a message added
+                raw.execute("SELECT 1 FROM conversations WHERE cid = %s FOR UPDATE", (cid,))
+                deleting = asyncio.ensure_future(b.delete_conversation("c", tenant="t"))
+                deadline = time.monotonic() + 30
+                while not raw.execute(  # the delete waits for our lock
+                    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock'"
+                ).fetchone():
+                    assert time.monotonic() < deadline, "the delete never waited for the lock"
+                    await asyncio.sleep(0.01)
+                raw.execute(
+                    "INSERT INTO messages (cid, seq, id, role, created_at, size, parts, tsv) "
+                    "VALUES (%s, 3, 'm3', 'user', 0, 5, '[]', to_tsvector('zebra'))",
+                    (cid,),
+                )
+            assert await deleting is True
+            for table in tables:
+                got = raw.execute(f"SELECT count(*) FROM {table} WHERE cid = %s", (cid,))
+                assert got.fetchone() == (0,), table
+            scoped = raw.execute(
+                "SELECT count(*) FROM messages WHERE tsv IS NOT NULL AND "
+                "cw_scoped(cid, role, tsv) @@ to_tsquery('contextwright.cw_text', 'zebra')"
+            ).fetchone()
+            assert scoped == (1,)  # the other tenant's
+            assert raw.execute("SELECT count(*) FROM receipts").fetchone() == (0,)
+        assert await b.version("c", tenant="t") == 0
+        assert [h.message.text for h in await b.search("c", "zebra", tenant="o")] == [
+            "zebra elsewhere"
+        ]
+        await b.aclose()
+
+    run_bounded(main())
 
 
 def test_a_backend_serves_several_event_loops(pg_url):

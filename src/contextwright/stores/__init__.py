@@ -14,9 +14,12 @@ The async contract (`Backend`: `ConversationLog`, `SummaryLog`, `CompactionLog`,
 `SQLiteBackend` over one file, `contextwright.testing.MemoryBackend` in memory.
 Each conversation carries a version that every write moves by one (`Written`).
 `Jobs` is the durable queue of background work (`SQLiteJobs` in the same
-file, `MemoryJobs` in process). The records it returns are frozen dataclasses.
-Compaction never deletes a message: summaries replace old turns in the prompt,
-the originals stay stored and searchable.
+file, `MemoryJobs` in process). `Receipts` (build receipts) and `ApiKeys`
+(hashed, revocable keys) serve the HTTP service. The records it returns are
+frozen dataclasses. Compaction never deletes a message: summaries replace old
+turns in the prompt, the originals stay stored and searchable; only
+`ConversationLog.delete_conversation` removes them, with everything else of
+the conversation (a user's request to be forgotten).
 
     store = SQLiteStore(default_db_path())
     saved = store.append("c1", [Message.user("我今年35岁，在上海工作")], tenant="t", user="u")
@@ -25,12 +28,14 @@ the originals stay stored and searchable.
 
 from ._async import AsyncStore
 from ._contract import (
+    ApiKeys,
     Backend,
     CompactionLog,
     ConversationLog,
     MessageSearch,
     Pins,
     Readback,
+    Receipts,
     SummaryLog,
     WorkingMemory,
     Written,
@@ -39,8 +44,10 @@ from ._jobs import Job, Jobs, MemoryJobs
 from ._records import (
     CompactionEntry,
     ConversationInfo,
+    KeyRecord,
     MessageOutline,
     PinnedItem,
+    ReceiptRecord,
     SearchHit,
     Store,
     Summary,
@@ -54,6 +61,7 @@ from .sqlite._store import SQLiteStore
 
 __all__ = [
     "MIGRATIONS",
+    "ApiKeys",
     "AsyncStore",
     "Backend",
     "CompactionEntry",
@@ -62,6 +70,7 @@ __all__ = [
     "ConversationLog",
     "Job",
     "Jobs",
+    "KeyRecord",
     "MemoryJobs",
     "MessageOutline",
     "MessageSearch",
@@ -69,6 +78,8 @@ __all__ = [
     "PinnedItem",
     "Pins",
     "Readback",
+    "ReceiptRecord",
+    "Receipts",
     "SQLiteBackend",
     "SQLiteJobs",
     "SQLiteStore",

@@ -402,6 +402,7 @@ class MessageSearch(Protocol):
         ...
 
 
+@runtime_checkable
 class Receipts(Protocol):
     """The receipts of recent builds, per conversation (what the inspector shows).
 
@@ -434,6 +435,7 @@ class Receipts(Protocol):
         ...
 
 
+@runtime_checkable
 class ApiKeys(Protocol):
     """API keys of the HTTP service and MCP server: one tenant each, hashed, revocable.
 
@@ -493,8 +495,14 @@ class Backend:
 
     @classmethod
     def of(cls, impl: _AllRoles, jobs: Jobs | None = None) -> Backend:
-        """The backend whose every role is ``impl``, closed by ``impl.aclose``."""
-        return cls(impl, impl, impl, impl, impl, impl, impl.aclose, jobs)
+        """The backend whose every role is ``impl``, closed by ``impl.aclose``.
+
+        ``receipts`` and ``keys`` are ``impl`` too if it plays those roles (has
+        their methods), else None.
+        """
+        receipts = impl if isinstance(impl, Receipts) else None
+        keys = impl if isinstance(impl, ApiKeys) else None
+        return cls(impl, impl, impl, impl, impl, impl, impl.aclose, jobs, receipts, keys)
 
     async def aclose(self) -> None:
         await self.closer()

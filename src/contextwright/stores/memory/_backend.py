@@ -6,8 +6,9 @@ test double (``contextwright.testing``) and the proof that the contract
 SQLite backend. Input is checked by the same functions the SQLite store uses
 (``_rows.py``), so the same bad input raises the same error, before anything changes.
 
-Each role is a small class over one shared `MemoryState` (``_memory_state.py``):
-the conversation log here, the others in ``_memory_roles.py``. Every call holds
+Each role is a small class over one shared `MemoryState` (``_state.py``):
+the conversation log here, the engine's other roles in ``_roles.py``, the
+service's (receipts, API keys) in ``_service.py``. Every call holds
 the state's `threading.Lock` and never awaits while holding it: the calls of one
 event loop cannot interleave, nor can those of several loops on several threads
 (an `asyncio.Lock` belongs to one loop).
@@ -28,6 +29,7 @@ from .._jobs import MemoryJobs
 from .._records import ConversationInfo, MessageOutline
 from ..sqlite import _rows
 from ._roles import MemoryMessageSearch, MemoryPins, MemorySummaryLog, MemoryWorkingMemory
+from ._service import MemoryApiKeys, MemoryReceipts
 from ._state import MemoryState, Stored, outline, read_copy, ttl_seconds
 
 __all__ = ["MemoryBackend"]
@@ -48,6 +50,8 @@ class MemoryBackend:
         self.working = MemoryWorkingMemory(self.state)
         self.pins = MemoryPins(self.state)
         self.search = MemoryMessageSearch(self.state)
+        self.receipts = MemoryReceipts(self.state)
+        self.keys = MemoryApiKeys(self.state)
         self.jobs = MemoryJobs(clock=clock)
 
     def __repr__(self) -> str:
@@ -57,8 +61,9 @@ class MemoryBackend:
         """The roles as a `Backend` (the summary log is also the compaction log), with its `MemoryJobs`."""
         s = self.summaries
         return Backend(
-            self.conversations, s, s, self.working, self.pins, self.search, self.aclose, self.jobs
-        )
+            self.conversations, s, s, self.working, self.pins, self.search, self.aclose, self.jobs,
+            self.receipts, self.keys,
+        )  # fmt: skip
 
     async def aclose(self) -> None:
         """Accept nothing more: later calls raise `StoreError` (idempotent)."""
@@ -114,6 +119,14 @@ class MemoryConversationLog:
             self.s.open(tenant)
             conv = self.s.find(tenant, conversation)
             return 0 if conv is None else conv.version
+
+    async def delete_conversation(self, conversation: str, *, tenant: str) -> bool:
+        _rows.name(conversation, "conversation")
+        with self.s.lock:
+            self.s.open(tenant)
+            self.s.receipts.pop((tenant, conversation), None)
+            # everything else of it hangs off its `Conversation`
+            return self.s.conversations.pop((tenant, conversation), None) is not None
 
     async def append(
         self,

@@ -1,8 +1,8 @@
 """The state of the in-memory backend: conversations in plain dicts, and one lock.
 
 `MemoryState` holds every tenant's conversations keyed by ``(tenant, id)``, the
-clock, the id counter of pins and compaction entries, and the lock every role of
-`MemoryBackend` (``_memory.py``, ``_memory_roles.py``) takes around a call. A call
+receipts and API keys, the clock, the id counters, and the lock every role of
+`MemoryBackend` (``_backend.py``, ``_roles.py``, ``_service.py``) takes around a call. A call
 does its checks first and its changes after, with no ``await`` in between, so a
 rejected call changes nothing and no two calls interleave. Stored messages are
 frozen records, replaced (never changed) when recounted, so a list of them taken
@@ -24,6 +24,7 @@ from .._contract import Readback
 from .._records import (
     CompactionEntry,
     ConversationInfo,
+    KeyRecord,
     MessageOutline,
     PinnedItem,
     Summary,
@@ -116,15 +117,24 @@ class MemoryState:
         self.lock = threading.Lock()
         self.conversations: dict[tuple[str, str], Conversation] = {}
         self.ids = itertools.count(1)  # compaction and pin ids, never reused
+        # the service's roles (``_service.py``): receipts by (tenant, conversation) as
+        # (id, at, JSON text), oldest first, whether the conversation exists or not;
+        # keys by id, in the order they were created
+        self.receipts: dict[tuple[str, str], list[tuple[int, float, str]]] = {}
+        self.receipt_ids = itertools.count(1)
+        self.keys: dict[str, KeyRecord] = {}
         self.closed = False
 
     def __repr__(self) -> str:
         return f"MemoryBackend({len(self.conversations)} conversations)"
 
     def open(self, tenant: object) -> None:
+        self.check_open()
+        _rows.name(tenant, "tenant")
+
+    def check_open(self) -> None:
         if self.closed:
             raise StoreError(f"{self!r} is closed")
-        _rows.name(tenant, "tenant")
 
     def find(self, tenant: str, conversation: object) -> Conversation | None:
         if not isinstance(conversation, str):

@@ -3,8 +3,9 @@
 The same semantics as the SQLite backend (``sqlite/_store.py`` and its modules),
 for many worker processes on one server; the methods live by concern in
 ``_log.py`` (conversations, messages), ``_history.py`` (outlines, summaries,
-compactions, working memory, pins) and ``_search.py`` (full-text search), and
-are listed in the class body, one line each.
+compactions, working memory, pins), ``_search.py`` (full-text search) and
+``_service.py`` (deleting a conversation, build receipts, API keys), and are
+listed in the class body, one line each.
 
 - **Connections.** psycopg 3, async, from one pool per event loop, opened on
   that loop at its first call (``_pools.py`` says why and how they close). The
@@ -22,8 +23,8 @@ are listed in the class body, one line each.
   message ids make a repeat store nothing twice), a recount, working memory —
   is retried with backoff for up to ``retry_for`` seconds (default 15) while the
   server is unreachable (restarting, a failover, a dropped connection); then
-  `StoreUnavailableError`. Summaries, compaction entries and pins are not
-  repeated (the caller re-reads).
+  `StoreUnavailableError`. Summaries, compaction entries, pins, receipts, keys
+  and deletions are not repeated (the caller re-reads).
 - **Time** is the injected ``clock`` (timestamps, working-memory expiry), never
   the server's, so tests move it as on SQLite.
 - **Jobs.** `backend` comes with a `PostgresJobs` on the same database (its
@@ -42,7 +43,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from ..._errors import ConfigError, InvalidMessageError, StoreUnavailableError
 from .._contract import Backend
 from ..sqlite import _rows
-from . import _history, _log, _search
+from . import _history, _log, _search, _service
 from ._connect import check_url, redact, translated_async
 from ._jobs import PostgresJobs
 from ._migrations import migrate_url
@@ -123,7 +124,7 @@ class PostgresBackend:
         return f"PostgresBackend({redact(self.url)!r})"
 
     def backend(self) -> Backend:
-        """This object in every role of a `Backend`, with its `PostgresJobs` (same database)."""
+        """This object in every role of a `Backend` (receipts and keys too), with its `PostgresJobs`."""
         return Backend.of(self, self.jobs)
 
     async def _migrate(self) -> None:
@@ -218,6 +219,16 @@ class PostgresBackend:
     search_outlines = _retrying(_search.search_outlines)
     speaker_names = _retrying(_search.speaker_names)
     optimize_index = _search.optimize_index
+
+    # -- deleting a conversation, Receipts, ApiKeys (_service.py) ------------------------------
+
+    delete_conversation = _service.delete_conversation
+    record_receipt = _service.record_receipt
+    receipts = _retrying(_service.receipts)
+    create_key = _service.create_key
+    find_key = _retrying(_service.find_key)
+    list_keys = _retrying(_service.list_keys)
+    revoke_key = _service.revoke_key
 
     # -- lifetime -------------------------------------------------------------------------------
 

@@ -31,8 +31,10 @@ from .._inline import runs_inline
 from .._records import (
     CompactionEntry,
     ConversationInfo,
+    KeyRecord,
     MessageOutline,
     PinnedItem,
+    ReceiptRecord,
     SearchHit,
     Summary,
     WorkingItem,
@@ -71,7 +73,7 @@ class SQLiteBackend:
         return f"SQLiteBackend({self.store.path!r})"
 
     def backend(self) -> Backend:
-        """This object in every role of a `Backend`, with its `SQLiteJobs`."""
+        """This object in every role of a `Backend` (receipts and keys too), with its `SQLiteJobs`."""
         return Backend.of(self, self.jobs)
 
     async def _run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
@@ -207,6 +209,9 @@ class SQLiteBackend:
             self.store.set_message_tokens, conversation, tenant=tenant,
             counts=counts, counter=counter, readback=readback,
         )  # fmt: skip
+
+    async def delete_conversation(self, conversation: str, *, tenant: str) -> bool:
+        return await self._run(self.store.delete_conversation, conversation, tenant=tenant)
 
     # -- SummaryLog, CompactionLog -------------------------------------------------------
 
@@ -346,6 +351,38 @@ class SQLiteBackend:
 
     async def optimize_index(self) -> None:
         await self._run(self.store.optimize_search_index)
+
+    # -- Receipts, ApiKeys ----------------------------------------------------------------------
+
+    async def record_receipt(
+        self,
+        conversation: str,
+        receipt: Mapping[str, Any],
+        *,
+        tenant: str,
+        at: float | None = None,
+        keep: int = 50,
+    ) -> ReceiptRecord:
+        return await self._run(
+            self.store.record_receipt, conversation, receipt, tenant=tenant, at=at, keep=keep
+        )
+
+    async def receipts(
+        self, conversation: str, *, tenant: str, limit: int = 20
+    ) -> list[ReceiptRecord]:
+        return await self._run(self.store.receipts, conversation, tenant=tenant, limit=limit)
+
+    async def create_key(self, record: KeyRecord) -> None:
+        await self._run(self.store.create_key, record)
+
+    async def find_key(self, key_id: str) -> KeyRecord | None:
+        return await self._run(self.store.find_key, key_id)
+
+    async def list_keys(self, *, tenant: str | None = None) -> list[KeyRecord]:
+        return await self._run(self.store.list_keys, tenant=tenant)
+
+    async def revoke_key(self, key_id: str, *, at: float | None = None) -> bool:
+        return await self._run(self.store.revoke_key, key_id, at=at)
 
     # -- lifetime --------------------------------------------------------------------------------
 

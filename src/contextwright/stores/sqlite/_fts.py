@@ -54,6 +54,7 @@ __all__ = [
     "match_query",
     "query_units",
     "segment",
+    "unindex",
     "unit_expressions",
     "write_index",
 ]  # fmt: skip
@@ -110,6 +111,21 @@ def write_index(conn: sqlite3.Connection, messages: Iterable[tuple[int, Message]
     for table, rows in entries.items():
         if rows:
             conn.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", rows)
+
+
+def unindex(conn: sqlite3.Connection, messages: Iterable[tuple[int, Message]]) -> None:
+    """Remove ``(cid, message)`` pairs indexed by `write_index` from the index.
+
+    A contentless table forgets a row only by FTS5's ``'delete'`` command given
+    the very text it indexed; stored messages never change, and that text is
+    computed from them as `write_index` did.
+    """
+    entries = fts_entries((cid, m.seq or 0, m.role, segment(index_text(m))) for cid, m in messages)
+    for table, rows in entries.items():
+        if rows:
+            conn.executemany(
+                f"INSERT INTO {table} ({table}, rowid, body) VALUES ('delete', ?, ?)", rows
+            )
 
 
 def index_text(message: Message) -> str:

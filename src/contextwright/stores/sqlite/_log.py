@@ -56,7 +56,11 @@ def ensure(
         if row[2] != user:
             raise not_owner(conversation, tenant, user)
         return row[0], row[1], row[3]
-    (cid,) = conn.execute("SELECT coalesce(max(cid), 0) + 1 FROM conversations").fetchone()
+    # above every cid ever given out, a deleted conversation's too (m010)
+    (cid,) = conn.execute(
+        "SELECT max(coalesce((SELECT max(cid) FROM conversations), 0), "
+        "coalesce((SELECT max(cid) FROM retired_cids), 0)) + 1"
+    ).fetchone()
     now = self.clock()
     conn.execute(
         "INSERT INTO conversations (tenant, id, cid, user, created_at, updated_at, metadata) "

@@ -8,6 +8,8 @@ either applied and recorded or not at all, and two processes opening the same ne
 file at once apply it exactly once (the second re-checks under the write lock); a
 file that records a migration this version does not know is refused (`SchemaError`).
 Released migrations are never edited; a change is a new function (simonw/llm's way).
+Since m010 a conversation can be deleted (`SQLiteStore.delete_conversation`, a
+user's request to be forgotten), with everything stored under it.
 
 The schema ``m001_initial`` creates (why each table looks the way it does):
 
@@ -26,8 +28,9 @@ only follows overflow pages when asked for a column stored in them, so walking
 ``tokens`` over big tool results stays cheap. ``tokens``/``counter`` hold the
 count and the name of the counter it came from (NULL when not counted); ``size``
 is the length of the searchable text, the basis of an estimate when no usable
-count is stored. Messages are never updated (except their counts) nor deleted:
-compaction replaces them in the prompt with a summary, never in the store.
+count is stored. Messages are never updated (except their counts) nor deleted
+but with their whole conversation (m010): compaction replaces them in the prompt
+with a summary, never in the store.
 ``pk`` is ``AUTOINCREMENT`` so that it is never reused: should a future migration
 delete messages (erasure on request, say), an index entry it fails to remove can
 never be attributed to a later message.
@@ -80,6 +83,9 @@ dimension of its vectors, written with the first vector; stores refuse another.
 (``tid``, ``version`` and ``size`` per tenant), ``knowledge_chunks`` (one row per chunk of a
 source; re-ingesting a source replaces its chunks), ``knowledge_fts`` and
 ``knowledge_vectors`` on the same plan as the memory tables.
+
+The statements of m001-m003 and m010 are in ``_schema.py``, with what m010's
+tables (receipts, API keys, retired ``cid``s) are for.
 """
 
 from __future__ import annotations
@@ -91,6 +97,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..._errors import ConfigError, SchemaError
+from ._schema import M001_INITIAL, M002_MEMORY, M003_KNOWLEDGE, M010_SERVICE
 
 __all__ = [
     "MIGRATIONS",
@@ -105,6 +112,7 @@ __all__ = [
     "m007_messages_by_name",
     "m008_conversation_version",
     "m009_user_count",
+    "m010_service",
     "migration",
 ]
 
@@ -119,223 +127,26 @@ def migration(fn: Migration) -> Migration:
     return fn
 
 
-_M001 = (
-    """
-    CREATE TABLE conversations (
-        tenant        TEXT NOT NULL,
-        id            TEXT NOT NULL,
-        cid           INTEGER NOT NULL UNIQUE,
-        user          TEXT NOT NULL,
-        created_at    REAL NOT NULL,
-        updated_at    REAL NOT NULL,
-        last_seq      INTEGER NOT NULL DEFAULT 0,
-        message_count INTEGER NOT NULL DEFAULT 0,
-        token_total   INTEGER NOT NULL DEFAULT 0,
-        metadata      TEXT NOT NULL DEFAULT '{}',
-        PRIMARY KEY (tenant, id)
-    ) WITHOUT ROWID
-    """,
-    "CREATE INDEX conversations_by_user ON conversations (tenant, user, updated_at)",
-    """
-    CREATE TABLE messages (
-        pk         INTEGER PRIMARY KEY AUTOINCREMENT,
-        cid        INTEGER NOT NULL REFERENCES conversations (cid) ON DELETE CASCADE,
-        seq        INTEGER NOT NULL,
-        tokens     INTEGER,
-        counter    TEXT NOT NULL DEFAULT '',
-        size       INTEGER NOT NULL DEFAULT 0,
-        id         TEXT NOT NULL,
-        role       TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        name       TEXT,
-        metadata   TEXT,
-        parts      TEXT NOT NULL
-    )
-    """,
-    "CREATE UNIQUE INDEX messages_by_seq ON messages (cid, seq)",
-    "CREATE UNIQUE INDEX messages_by_id ON messages (cid, id)",
-    """
-    CREATE VIRTUAL TABLE message_fts USING fts5(
-        scope, body, content='', tokenize='porter unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TABLE summaries (
-        cid        INTEGER NOT NULL REFERENCES conversations (cid) ON DELETE CASCADE,
-        version    INTEGER NOT NULL,
-        from_seq   INTEGER NOT NULL,
-        upto_seq   INTEGER NOT NULL,
-        tokens     INTEGER NOT NULL,
-        method     TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        meta       TEXT NOT NULL,
-        content    TEXT NOT NULL,
-        PRIMARY KEY (cid, version)
-    )
-    """,
-    """
-    CREATE TABLE compactions (
-        id              INTEGER PRIMARY KEY,
-        cid             INTEGER NOT NULL REFERENCES conversations (cid) ON DELETE CASCADE,
-        at              REAL NOT NULL,
-        urgency         TEXT NOT NULL,
-        applied         INTEGER NOT NULL,
-        tokens_before   INTEGER NOT NULL,
-        tokens_after    INTEGER NOT NULL,
-        summary_version INTEGER,
-        upto_seq        INTEGER NOT NULL,
-        strategies      TEXT NOT NULL,
-        detail          TEXT NOT NULL
-    )
-    """,
-    "CREATE INDEX compactions_by_conversation ON compactions (cid, id)",
-    """
-    CREATE TABLE working_memory (
-        cid        INTEGER NOT NULL REFERENCES conversations (cid) ON DELETE CASCADE,
-        key        TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        expires_at REAL NOT NULL,
-        meta       TEXT NOT NULL,
-        content    TEXT NOT NULL,
-        PRIMARY KEY (cid, key)
-    )
-    """,
-    "CREATE INDEX working_memory_by_expiry ON working_memory (expires_at)",
-    """
-    CREATE TABLE pinned (
-        id         INTEGER PRIMARY KEY,
-        cid        INTEGER NOT NULL REFERENCES conversations (cid) ON DELETE CASCADE,
-        priority   INTEGER NOT NULL,
-        created_at REAL NOT NULL,
-        content    TEXT NOT NULL
-    )
-    """,
-    "CREATE INDEX pinned_by_conversation ON pinned (cid, priority, id)",
-)
-
-
 @migration
 def m001_initial(conn: sqlite3.Connection) -> None:
     """Conversations, messages with their FTS index, summaries, compactions, working memory, pins."""
     # One execute per statement: executescript() would COMMIT the surrounding
     # transaction first, and the migration must commit together with its record.
-    for statement in _M001:
+    for statement in M001_INITIAL:
         conn.execute(statement)
-
-
-_M002 = (
-    """
-    CREATE TABLE memory_scopes (
-        sid       INTEGER PRIMARY KEY,
-        tenant    TEXT NOT NULL,
-        user      TEXT NOT NULL,
-        namespace TEXT NOT NULL,
-        version   INTEGER NOT NULL DEFAULT 0,
-        size      INTEGER NOT NULL DEFAULT 0,
-        UNIQUE (tenant, user, namespace)
-    )
-    """,
-    """
-    CREATE TABLE memories (
-        mid             INTEGER PRIMARY KEY AUTOINCREMENT,
-        sid             INTEGER NOT NULL REFERENCES memory_scopes (sid),
-        id              TEXT NOT NULL UNIQUE,
-        category        TEXT NOT NULL,
-        key             TEXT,
-        importance      INTEGER NOT NULL,
-        active          INTEGER NOT NULL DEFAULT 1,
-        created_at      REAL NOT NULL,
-        updated_at      REAL NOT NULL,
-        accessed_at     REAL,
-        access_count    INTEGER NOT NULL DEFAULT 0,
-        superseded_by   TEXT,
-        superseded_at   REAL,
-        embedding_model TEXT,
-        fingerprint     TEXT NOT NULL,
-        source_ids      TEXT NOT NULL DEFAULT '[]',
-        meta            TEXT NOT NULL DEFAULT '{}',
-        content         TEXT NOT NULL
-    )
-    """,
-    "CREATE INDEX memories_by_scope ON memories (sid)",
-    """
-    CREATE INDEX memories_top ON memories (sid, importance DESC, created_at DESC)
-    WHERE superseded_by IS NULL AND active = 1
-    """,
-    "CREATE INDEX memories_by_key ON memories (sid, category, key) WHERE key IS NOT NULL",
-    "CREATE INDEX memories_by_fingerprint ON memories (sid, fingerprint)",
-    """
-    CREATE VIRTUAL TABLE memory_fts USING fts5(
-        scope, body, content='', tokenize='porter unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TABLE memory_vectors (
-        mid    INTEGER PRIMARY KEY REFERENCES memories (mid) ON DELETE CASCADE,
-        vector BLOB NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE embedding_spaces (
-        kind       TEXT PRIMARY KEY,
-        model      TEXT NOT NULL,
-        dimension  INTEGER NOT NULL,
-        created_at REAL NOT NULL
-    )
-    """,
-)
-
-_M003 = (
-    """
-    CREATE TABLE knowledge_scopes (
-        tid     INTEGER PRIMARY KEY,
-        tenant  TEXT NOT NULL UNIQUE,
-        version INTEGER NOT NULL DEFAULT 0,
-        size    INTEGER NOT NULL DEFAULT 0
-    )
-    """,
-    """
-    CREATE TABLE knowledge_chunks (
-        kid             INTEGER PRIMARY KEY AUTOINCREMENT,
-        tid             INTEGER NOT NULL REFERENCES knowledge_scopes (tid),
-        source          TEXT NOT NULL,
-        idx             INTEGER NOT NULL,
-        category        TEXT NOT NULL DEFAULT '',
-        active          INTEGER NOT NULL DEFAULT 1,
-        created_at      REAL NOT NULL,
-        embedding_model TEXT,
-        heading_path    TEXT NOT NULL DEFAULT '[]',
-        meta            TEXT NOT NULL DEFAULT '{}',
-        content         TEXT NOT NULL,
-        UNIQUE (tid, source, idx)
-    )
-    """,
-    "CREATE INDEX knowledge_by_tenant ON knowledge_chunks (tid)",
-    """
-    CREATE VIRTUAL TABLE knowledge_fts USING fts5(
-        scope, body, content='', tokenize='porter unicode61 remove_diacritics 2'
-    )
-    """,
-    """
-    CREATE TABLE knowledge_vectors (
-        kid    INTEGER PRIMARY KEY REFERENCES knowledge_chunks (kid) ON DELETE CASCADE,
-        vector BLOB NOT NULL
-    )
-    """,
-)
 
 
 @migration
 def m002_memory(conn: sqlite3.Connection) -> None:
     """Long-term memories per scope, their FTS index and vectors, and the embedding spaces."""
-    for statement in _M002:
+    for statement in M002_MEMORY:
         conn.execute(statement)
 
 
 @migration
 def m003_knowledge(conn: sqlite3.Connection) -> None:
     """Knowledge chunks per tenant, their FTS index and vectors."""
-    for statement in _M003:
+    for statement in M003_KNOWLEDGE:
         conn.execute(statement)
 
 
@@ -461,6 +272,18 @@ def m009_user_count(conn: sqlite3.Connection) -> None:
         "UPDATE conversations SET user_count = "
         "(SELECT count(*) FROM messages m WHERE m.cid = conversations.cid AND m.role = 'user')"
     )
+
+
+@migration
+def m010_service(conn: sqlite3.Connection) -> None:
+    """Build receipts, API keys, and the high-water mark of deleted conversations' ``cid``.
+
+    What the HTTP service and the inspector keep (`Receipts`, `ApiKeys`), and
+    ``retired_cids`` for `SQLiteStore.delete_conversation`: a new conversation
+    takes a ``cid`` above every one ever given out. See ``_schema.py``.
+    """
+    for statement in M010_SERVICE:
+        conn.execute(statement)
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:

@@ -30,8 +30,9 @@ index: ``_fts.py``):
 - **One class, methods by concern.** This module opens the file and runs the
   transactions; the methods are written as functions of the store in
   ``_log.py`` (messages), ``_history.py`` (summaries, compactions,
-  working memory, pins) and ``_search.py`` (full-text search, indexed
-  when searched), and listed in the class body below, one line each.
+  working memory, pins), ``_search.py`` (full-text search, indexed
+  when searched) and ``_service.py`` (deleting a conversation, build
+  receipts, API keys), and listed in the class body below, one line each.
 
 Measured on the development machine (2 cores, SQLite 3.40, a file already
 holding 50,000 messages): appending one message took 0.18 ms (median; p95
@@ -60,7 +61,7 @@ from typing import Any
 
 from ..._errors import InvalidMessageError, StoreError
 from .._records import ConversationInfo, default_db_path
-from . import _history, _log, _rows, _search
+from . import _history, _log, _rows, _search, _service
 from ._checkpoint import Checkpointer
 from ._migrations import MIGRATIONS, Migration, apply_migrations
 from ._rows import CONV_COLUMNS
@@ -270,6 +271,16 @@ class SQLiteStore:
     optimize_search_index = _search.optimize_search_index
     _indexed = _search.indexed
     _index_pending = staticmethod(_search.index_pending)
+
+    # -- deleting a conversation, receipts, API keys (_service.py) ---------------------------
+
+    delete_conversation = _service.delete_conversation
+    record_receipt = _service.record_receipt
+    receipts = _service.receipts
+    create_key = _service.create_key
+    find_key = _service.find_key
+    list_keys = _service.list_keys
+    revoke_key = _service.revoke_key
 
     # -- lifetime -----------------------------------------------------------------------
 
