@@ -28,8 +28,8 @@ import jsonschema
 import uvicorn
 
 from contextwright.interfaces._keys import new_key
+from contextwright.interfaces.cli._serve import _open_backend
 from contextwright.interfaces.http import Settings, create_app
-from contextwright.stores import SQLiteBackend, SQLiteStore
 
 LOGGERS = ("uvicorn", "uvicorn.access", "uvicorn.error", "contextwright", "fastapi")
 
@@ -101,10 +101,10 @@ def serving(settings: Settings) -> Iterator[Served]:
 
 
 def add_key(db: str, tenant: str, name: str = "") -> str:
-    """A new key of ``tenant``, stored in the SQLite file ``db``."""
+    """A new key of ``tenant``, stored in the database ``db`` names (a path or a URL)."""
 
     async def store() -> str:
-        backend = SQLiteBackend(SQLiteStore(db)).backend()
+        backend = _open_backend(db)
         try:
             key, record = new_key(tenant, name)
             assert backend.keys is not None
@@ -118,7 +118,7 @@ def add_key(db: str, tenant: str, name: str = "") -> str:
 
 def revoke(db: str, key: str) -> None:
     async def run() -> None:
-        backend = SQLiteBackend(SQLiteStore(db)).backend()
+        backend = _open_backend(db)
         try:
             assert backend.keys is not None
             assert await backend.keys.revoke_key(key.split("_")[1])
