@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from contextwright.interfaces.http import Settings
 
 from . import pg
-from .http_kit import Served, SpecCheck, add_key, client, revoke, serving
+from .http_kit import Served, SpecCheck, add_key, client, revoke, serving, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +71,31 @@ def test_the_api_on_postgresql(served: Served) -> None:
         assert b.get("/v1/conversations").status_code == 401
     assert httpx.get(served.url + "/healthz").status_code == 200
     assert check.checked > 15
+
+
+def test_store_away_is_503_with_retry_after_and_recovers(served: Served) -> None:
+    """The database refuses connections: /readyz and the API answer 503 + Retry-After, then recover."""
+    import psycopg
+
+    db = served.settings.db
+    assert db is not None
+    name = urlsplit(db).path.lstrip("/")
+    key = add_key(db, "pz")
+    with psycopg.connect(pg.server_url(), autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+        try:
+            r = httpx.get(served.url + "/readyz", timeout=30)
+            assert r.status_code == 503
+            assert r.headers["retry-after"] == "5"
+            assert r.json()["title"] == "StoreUnavailableError"
+            assert httpx.get(served.url + "/healthz").status_code == 200  # the process is up
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    wait_until(lambda: httpx.get(served.url + "/readyz").status_code == 200, 30, "recovery")
+    with client(served.url, key) as c:
+        assert c.get("/v1/conversations").json() == {"conversations": []}

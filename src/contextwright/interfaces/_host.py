@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._errors import ConfigError, InvalidMessageError, StoreError
+from .._errors import ConfigError, InvalidMessageError, StoreError, StoreUnavailableError
 from ..budget._budget import model_info
 from ..history import CompactionConfig
 from ..memory import Scope, user_memory_tag
@@ -157,9 +157,18 @@ class Host:
             raise NotFoundError("conversation", conversation)
         return info
 
-    async def ping(self) -> None:
-        """Raise unless the store answers (`StoreUnavailableError` when it is down)."""
-        await self.backend.conversations.version("readyz", tenant="readyz")
+    async def ping(self, timeout: float = 2.0) -> None:
+        """Raise `StoreUnavailableError` unless the store answers within ``timeout`` seconds.
+
+        A readiness probe must answer quickly: a backend that retries while its
+        server is away (PostgreSQL, for 15 s) would otherwise hold it that long.
+        """
+        try:
+            await asyncio.wait_for(
+                self.backend.conversations.version("readyz", tenant="readyz"), timeout
+            )
+        except asyncio.TimeoutError:
+            raise StoreUnavailableError(f"the store did not answer within {timeout:g} s") from None
 
     async def aclose(self) -> None:
         """Close the conversations (their background work finishes first), stores, backend."""
