@@ -25,7 +25,8 @@ bearer = HTTPBearer(
 )
 
 
-def get_host(request: Request) -> Host:
+async def get_host(request: Request) -> Host:
+    """The app's `Host` (async: FastAPI would run a plain function on a worker thread)."""
     host: Host = request.app.state.host
     return host
 
@@ -39,7 +40,7 @@ async def tenant(
         return "default"
     if credentials is None:
         raise Unauthorized("an API key is required: Authorization: Bearer KEY")
-    found = await tenant_of(get_host(request).keys, credentials.credentials)
+    found = await tenant_of((await get_host(request)).keys, credentials.credentials)
     if found is None:
         raise Unauthorized("the API key is not valid (malformed, unknown or revoked)")
     return found
