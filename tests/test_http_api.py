@@ -162,6 +162,7 @@ def test_conversation_create_list_get_delete(a: httpx.Client) -> None:
     assert r.json()["user"] == "u1"
     again = a.post("/v1/conversations", json={"id": "life", "user": "u1"})
     assert again.json()["created"] is False
+    problem(a.post("/v1/conversations", json={"id": "a/b"}), 422, "RequestValidationError")
     fresh = a.post("/v1/conversations", json={}).json()
     assert re.fullmatch(r"[0-9a-f]{32}", fresh["id"])
     ids = [c["id"] for c in a.get("/v1/conversations").json()["conversations"]]

@@ -58,7 +58,10 @@ Flag = Annotated[bool, Strict()]
 
 
 class CreateConversation(_Request):
-    id: str | None = Field(None, min_length=1, max_length=200, description="new id if absent")
+    id: str | None = Field(
+        None, min_length=1, max_length=200, pattern=r"^[^/]+$",
+        description="the conversation's id (no '/': it goes in paths); a new one if absent",
+    )  # fmt: skip
     user: str = Field("anonymous", min_length=1, max_length=200)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
