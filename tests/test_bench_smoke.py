@@ -104,3 +104,10 @@ def test_bench_workers_prints_every_goal() -> None:
         assert found, text[-2000:]
         assert int(found[2].replace(",", "")) > 0
         assert got[name] == ("PASS" if found[1] == "0" else "MISS")
+
+
+def test_bench_otel_prints_its_goals() -> None:
+    text = run("bench_otel.py", "--rounds", "2", "--builds", "2", "--messages", "60")
+    got = verdicts(text)
+    assert {"engine build: OTel on / off", "stateful build: OTel on / off"} <= set(got)
+    assert all(v in ("PASS", "MISS") for v in got.values())

@@ -416,6 +416,7 @@ def _every_access(c: Conversations, **kw):
         "append": lambda: c.append_sync("c", [Message.user("mine now")], **kw),
         "async append": lambda: asyncio.run(c.append("c", [Message.user("mine now")], **kw)),
         "import": lambda: c.import_sync("c", [Message.user("mine now")], **kw),
+        "delete": lambda: c.delete_sync("c", **kw),
     }
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from .._errors import ConfigError
 from ..model._messages import Message
@@ -45,6 +45,7 @@ __all__ = [
     "CompactionResult",
     "Urgency",
     "check",
+    "compaction_report",
     "plan_compaction",
     "summary_boundary",
 ]
@@ -258,3 +259,17 @@ class CompactionResult:
     upto_seq: int | None = None
     method: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def compaction_report(
+    urgency: CompactionCheck, compacted: CompactionResult | None
+) -> dict[str, Any]:
+    """The build report's ``compaction``: the check, and what a compaction before it did."""
+    out: dict[str, Any] = {"urgency": urgency.urgency, "live_tokens": urgency.current_tokens}
+    if compacted is not None:
+        out.update(
+            performed=compacted.applied, strategies=list(compacted.strategies),
+            tokens_before=compacted.tokens_before_compaction,
+            tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
+        )  # fmt: skip
+    return out

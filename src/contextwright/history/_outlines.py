@@ -6,7 +6,8 @@ default search limit). Reading and decoding those rows was most of the store's
 share of a build, while a conversation's hits keep landing in the same
 neighbourhoods from one message to the next. Stored messages never change (a
 message is appended once, under the next sequence number, and never rewritten),
-so the outline of message ``seq`` of a conversation, once read, stays exact: it
+so the outline of message ``seq`` of a conversation, once read, stays exact (until
+the conversation is deleted: `forget`, by the process that deletes it): it
 is kept here under ``(tenant, conversation, seq)`` with no version to check, and
 the store is told which ones the caller holds (`search_outlines`'s ``known``), so
 that it reads only the rest.
@@ -114,6 +115,13 @@ class OutlineCache:
                 self._bytes -= _size(gone)
             if not held:
                 del convs[oldest]
+
+    def forget(self, tenant: str, conversation: str) -> None:
+        """Drop the conversation's outlines (it was deleted: its seqs may be reused)."""
+        with self._lock:
+            held = self._convs.pop((tenant, conversation), None)
+            if held is not None:
+                self._bytes -= sum(_size(o) for o in held.values())
 
     def clear(self) -> None:
         with self._lock:

@@ -78,12 +78,8 @@ __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
 # block packed to its allowance is not cut while system prompt and question
 # stay under 5% of the budget.
 MEMORY_QA_SHARES: Mapping[Any, float] = {
-    "system": 0.05,
-    "summary": 0.0,
-    "retrieved": 0.92,
-    "recent": 0.03,
-    "input": 0.0,
-}
+    "system": 0.05, "summary": 0.0, "retrieved": 0.92, "recent": 0.03, "input": 0.0,
+}  # fmt: skip
 
 
 class SearchesMessages(Protocol):
@@ -195,6 +191,13 @@ class RecallSource(SourceBase):
         with self._lock:
             self._indexes.clear()
             self._loading.clear()
+
+    def forget(self, conversation: str, tenant: str = "default") -> None:
+        """Forget all that is held of a deleted conversation: its index, outlines, speakers."""
+        with self._lock:
+            for held in (self._indexes, self._loading, self._names):
+                held.pop((tenant, conversation), None)
+        self._outlines.forget(tenant, conversation)
 
     async def catch_up(
         self, conversation: str, tenant: str = "default", recent: Sequence[Message] = (),

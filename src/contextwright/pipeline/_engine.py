@@ -25,6 +25,7 @@ budget holds by the configured counter without exception.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -32,6 +33,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import ConfigError, InvalidMessageError, UserError
+from .._trace import Tracer
+from .._trace import current as current_tracer
 from ..budget._budget import Budget
 from ..history._shorten import ShortenCache, opener_placeholder, shorten_message, turn_opener
 from ..history._window import WindowMemo
@@ -57,6 +60,7 @@ from ._fetch import fetch_all
 from ._fit_stage import NextStep, candidates, fit_stage, hint_start, window_hint
 from ._receipt import BlockReport, BuiltContext, ContextReport
 from ._settings import check_settings, check_text
+from ._tracing import traced_build
 
 __all__ = ["ContextEngine"]
 
@@ -90,6 +94,10 @@ class ContextEngine:
     default the most any supported provider adds, so a build fits its budget
     whichever provider it is rendered for; ``"openai"``, ``"responses"`` or
     ``"anthropic"`` (or a `MessageOverhead`) fits one provider's format exactly.
+
+    ``tracer`` (an attribute, None by default) gives this engine's builds a tracer
+    of their own (`contextwright._trace.Tracer`, e.g. an OpenTelemetry one from
+    `contextwright.integrations.otel`) instead of the process-wide one.
     """
 
     def __init__(
@@ -164,6 +172,9 @@ class ContextEngine:
         # per conversation: (length, last message, user messages) of the last history scanned
         self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int]] = OrderedDict()
         self._lock = threading.Lock()
+        # spans and metrics of this engine's builds (None: the process-wide tracer,
+        # `contextwright.integrations.otel.instrument`)
+        self.tracer: Tracer | None = None
 
     def drop_caches(self) -> None:
         """Forget the per-conversation accelerators (window walks, history scans,
@@ -176,6 +187,15 @@ class ContextEngine:
             self._memos.clear()
             self._scans.clear()
         self._shortened = ShortenCache(self._shortened.maxsize)
+
+    def forget(self, *, tenant: str, user: str, conversation: str) -> None:
+        """Forget what is held of one conversation (it was deleted): its window walk and
+        history scan, and the blocks cached in its namespace (`invalidate`)."""
+        namespace = cache_namespace(tenant, user, conversation)
+        with self._memo_lock:
+            self._memos.pop(namespace, None)
+            self._scans.pop((tenant, user, conversation), None)
+        self.invalidate(namespace=namespace)
 
     @staticmethod
     def _budget(budget: Budget | int | None, model: str | None) -> Budget | None:
@@ -219,86 +239,102 @@ class ContextEngine:
         history. Raises `BudgetError` when the protected zone alone exceeds the budget
         and `InvalidMessageError` for a malformed message or history.
         """
-        t0 = time.perf_counter()
-        current, bud = self._precheck(
-            message, budget, tenant=tenant, user=user, conversation=conversation
-        )
-        step: NextStep | None = None
-        if current is None:  # the agent's next step, after its tool results
-            history, step, current = self._next_step(
-                message if isinstance(message, Message) else None, history
-            )
-        if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
-            raise InvalidMessageError("history", "must be a sequence of Message")
-        counted = self._scan_history(history, (tenant, user, conversation))
-        if summary is not None:
-            if not isinstance(summary, str):
-                raise InvalidMessageError("summary", "must be a string or None")
-            check_unicode(summary, "summary")
-        now = self.clock()
-        loc = locale or self.locale
-        turns = counted if user_turns is None else user_turns
-        limit = bud.input_tokens
-        # The window is walked before the fetch, so that recall knows where it starts.
-        namespace = cache_namespace(tenant, user, conversation)
-        hint = window_hint(self, current, history, summary, limit, bud, step, namespace)
-        turn = Turn(
-            current,
-            history,
-            tenant,
-            user,
-            conversation,
-            state or ConversationState(),
-            now,
-            loc,
-            turns,
-            None if hint is None else lambda: hint_start(hint, history),
-        )
-        t = templates_for(loc, self.templates)
-        weights = bud.weights()
-        report = ContextReport(
-            budget=limit,
-            used=0,
-            counter=self.counter.name,
-            exact=bool(getattr(self.counter, "exact", False)),
+        tracer = self.tracer if self.tracer is not None else current_tracer()
+        run = functools.partial(
+            self._build, tracer, message, history, budget, summary, tenant, user, conversation,
+            state, locale, provider, user_turns, extra_sources,
+        )  # fmt: skip
+        return await traced_build(
+            self, tracer, run, conversation=conversation, tenant=tenant, provider=provider
         )
 
-        # 1. plan
-        applicable: list[tuple[Source, str]] = []
-        for s in [*self.sources, *extra_sources]:
-            trigger = getattr(s, "trigger", None)
-            why = trigger(turn) if trigger is not None else "always"
-            if why:
-                applicable.append((s, why))
-            else:
-                report.blocks.append(
-                    BlockReport(
-                        s.name,
-                        s.name,
-                        "-",
-                        int(getattr(s, "priority", 1)),
-                        "skipped",
-                        reason="trigger did not fire",
-                    )
+    async def _build(
+        self, tracer: Tracer, message: str | Message | None, history: Sequence[Message],
+        budget: Budget | int | None, summary: str | None, tenant: str, user: str,
+        conversation: str, state: ConversationState | None, locale: str | None,
+        provider: str | None, user_turns: int | None, extra_sources: Sequence[Source],
+    ) -> BuiltContext:  # fmt: skip
+        """`build`'s stages, each in a span of ``tracer`` (children of its build span)."""
+        t0 = time.perf_counter()
+        with tracer.span("contextwright.build.plan") as span:
+            current, bud = self._precheck(
+                message, budget, tenant=tenant, user=user, conversation=conversation
+            )
+            step: NextStep | None = None
+            if current is None:  # the agent's next step, after its tool results
+                history, step, current = self._next_step(
+                    message if isinstance(message, Message) else None, history
                 )
+            if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
+                raise InvalidMessageError("history", "must be a sequence of Message")
+            counted = self._scan_history(history, (tenant, user, conversation))
+            if summary is not None:
+                if not isinstance(summary, str):
+                    raise InvalidMessageError("summary", "must be a string or None")
+                check_unicode(summary, "summary")
+            now = self.clock()
+            loc = locale or self.locale
+            turns = counted if user_turns is None else user_turns
+            limit = bud.input_tokens
+            # The window is walked before the fetch, so that recall knows where it starts.
+            namespace = cache_namespace(tenant, user, conversation)
+            hint = window_hint(self, current, history, summary, limit, bud, step, namespace)
+            turn = Turn(
+                current, history, tenant, user, conversation, state or ConversationState(), now,
+                loc, turns, None if hint is None else lambda: hint_start(hint, history),
+            )  # fmt: skip
+            t = templates_for(loc, self.templates)
+            weights = bud.weights()
+            report = ContextReport(
+                budget=limit,
+                used=0,
+                counter=self.counter.name,
+                exact=bool(getattr(self.counter, "exact", False)),
+            )
+
+            # 1. plan: which sources apply
+            applicable: list[tuple[Source, str]] = []
+            for s in [*self.sources, *extra_sources]:
+                trigger = getattr(s, "trigger", None)
+                why = trigger(turn) if trigger is not None else "always"
+                if why:
+                    applicable.append((s, why))
+                else:
+                    report.blocks.append(
+                        BlockReport(s.name, s.name, "-", int(getattr(s, "priority", 1)),
+                                    "skipped", reason="trigger did not fire")
+                    )  # fmt: skip
+            if span.recording:
+                span.update({"contextwright.sources.applicable": len(applicable)})
         t1 = time.perf_counter()
 
         # 2. fetch
         allowance = max(1, int(weights["retrieved"] * limit))
-        fetched = await fetch_all([s for s, _ in applicable], turn, allowance, self.cache)
+        with tracer.span("contextwright.build.fetch") as span:
+            fetched = await fetch_all(
+                [s for s, _ in applicable], turn, allowance, self.cache, tracer
+            )
+            if span.recording:
+                hits = [f.source for f in fetched if f.cached]
+                span.set("contextwright.sources.fetched", len(fetched) - len(hits))
+                if hits:
+                    span.set("contextwright.sources.cached", hits)
         if applicable and (down := getattr(self.cache, "unavailable", None)):
             report.cache_unavailable = str(down)
             report.warnings.append(f"shared cache unavailable, blocks fetched afresh: {down}")
         t2 = time.perf_counter()
 
         # 3. fit
-        cands = candidates(self, fetched, applicable, report)
-        lay = fit_stage(self, turn, history, summary, cands, limit, bud, t, step, hint)
+        with tracer.span("contextwright.build.fit"):
+            cands = candidates(self, fetched, applicable, report)
+            lay = fit_stage(self, turn, history, summary, cands, limit, bud, t, step, hint)
         t3 = time.perf_counter()
         # 4. assemble
-        messages = assemble(self, lay, current, limit, t, report)
-        write_receipt(self, lay, messages, history, current, summary, bud, report)
-        warn_dropped(self, lay, history, limit, report)
+        with tracer.span("contextwright.build.assemble") as span:
+            messages = assemble(self, lay, current, limit, t, report)
+            write_receipt(self, lay, messages, history, current, summary, bud, report)
+            warn_dropped(self, lay, history, limit, report)
+            span.set("contextwright.messages", len(messages))
         built = BuiltContext(messages, report, tuple(lay.breakpoints))
         t4 = time.perf_counter()
         ms = report.timings_ms
@@ -309,7 +345,8 @@ class ContextEngine:
             assemble=(t4 - t3) * 1e3,
         )
         if provider is not None:
-            built.rendered = built.render(provider)
+            with tracer.span("contextwright.build.render", {"contextwright.provider": provider}):
+                built.rendered = built.render(provider)
             ms["render"] = (time.perf_counter() - t4) * 1e3
             if not self.overhead.covers(provider):
                 report.warnings.append(

@@ -6,6 +6,7 @@ state, stats and device sources, memory or knowledge sources over in-process
 stores): where asyncio has eager tasks (Python 3.12+) a task starts on the
 caller's stack, and one that finishes there costs no loop turn and no timer,
 its result is used at once. Elsewhere every source takes one loop turn.
+With a tracer enabled, each fetch runs inside its span, in its own task.
 
 A source that computes for longer than its deadline without ever awaiting cannot
 be interrupted (a timeout can only cancel at an ``await``); its report line
@@ -21,10 +22,12 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._trace import NO_TRACER, AttrValue, Tracer
 from ..model._blocks import Block
 from ..sources._base import Source
 from ..sources._state import Turn
 from ..stores._cache import Cache, cache_namespace
+from ._tracing import SOURCE_FETCH
 
 __all__ = ["Fetched", "fetch_all"]
 
@@ -62,18 +65,20 @@ def cache_key(source: Source, turn: Turn) -> str:
 class _Run:
     """One source's fetch, timed from its start."""
 
-    __slots__ = ("allowance", "deadline", "source", "start", "turn")
+    __slots__ = ("allowance", "deadline", "error", "source", "start", "turn")
 
     def __init__(self, source: Source, turn: Turn, allowance: int) -> None:
         self.source, self.turn, self.allowance = source, turn, allowance
         self.deadline = float(getattr(source, "deadline", 0.5))
         self.start = time.perf_counter()
+        self.error: BaseException | None = None  # why it failed or timed out
 
     def done(self, status: str, blocks: list[Block], reason: str) -> Fetched:
         ms = (time.perf_counter() - self.start) * 1e3
         return Fetched(self.source.name, status, blocks, reason, False, ms)
 
     def failed(self, exc: BaseException) -> Fetched:
+        self.error = exc
         return self.done("failed", [], f"{type(exc).__name__}: {exc}")
 
     def result(self, value: Any, cache: Cache) -> Fetched:
@@ -95,10 +100,36 @@ class _Run:
             async with _timeout(self.deadline):
                 value = await self.source.fetch(self.turn, self.allowance)
         except TimeoutError:
-            return self.done("timed_out", [], f"no answer within {self.deadline * 1e3:.0f} ms")
+            why = f"no answer within {self.deadline * 1e3:.0f} ms"
+            self.error = TimeoutError(why)
+            return self.done("timed_out", [], why)
         except Exception as exc:
             return self.failed(exc)
         return self.result(value, cache)
+
+    async def traced(self, cache: Cache, tracer: Tracer) -> Fetched:
+        """`run` in a span of its own, current while the source runs: spans the
+        source opens are its children."""
+        with tracer.span(SOURCE_FETCH, _source_attributes(self.source)) as span:
+            fetched = await self.run(cache)
+            span.update(_fetched_attributes(fetched))
+            if self.error is not None:
+                span.error(self.error, fetched.reason)
+        return fetched
+
+
+def _source_attributes(source: Source) -> dict[str, AttrValue]:
+    return {
+        "contextwright.source.name": source.name,
+        "contextwright.source.priority": int(getattr(source, "priority", 1)),
+    }
+
+
+def _fetched_attributes(fetched: Fetched) -> dict[str, AttrValue]:
+    return {
+        "contextwright.source.status": fetched.status,
+        "contextwright.source.blocks": len(fetched.blocks),
+    }
 
 
 if sys.version_info >= (3, 11):
@@ -145,13 +176,23 @@ def from_cache(cache: Cache, source: Source, turn: Turn) -> Fetched | None:
 
 
 async def fetch_all(
-    sources: Sequence[Source], turn: Turn, allowance: int, cache: Cache
+    sources: Sequence[Source], turn: Turn, allowance: int, cache: Cache, tracer: Tracer = NO_TRACER
 ) -> list[Fetched]:
-    """Each source's answer, in order: cached, or fetched under its deadline (concurrently)."""
+    """Each source's answer, in order: cached, or fetched under its deadline (concurrently).
+
+    With an enabled ``tracer`` each source fetched has a span
+    (``contextwright.source.fetch``); one served from the cache has none (the fetch
+    stage's span lists them).
+    """
     out: list[Fetched | asyncio.Task[Fetched]] = []
+    traced = tracer.enabled
     for source in sources:
         hit = from_cache(cache, source, turn)
-        out.append(hit if hit is not None else _start(_Run(source, turn, allowance).run(cache)))
+        if hit is not None:
+            out.append(hit)
+            continue
+        run = _Run(source, turn, allowance)
+        out.append(_start(run.traced(cache, tracer) if traced else run.run(cache)))
     waiting = [t for t in out if isinstance(t, asyncio.Task) and not t.done()]
     if waiting:
         await asyncio.wait(waiting)

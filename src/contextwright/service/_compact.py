@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import StoreError, SummaryConflictError, UserError
@@ -31,11 +32,12 @@ from ..stores import CompactionEntry, Job, MessageOutline, Summary
 from ..stores._inline import runs_inline
 from ..tokens._frame import count_message
 from ._tail import Tail
+from ._tracing import COMPACTION, SUMMARY, compaction_attributes, conversation_attributes, tracer_of
 
 if TYPE_CHECKING:
     from ._conversations import Conversations
 
-__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload", "compaction_report"]
+__all__ = ["SUMMARISE", "Compactor", "MemoryFlush", "Offload"]
 
 SUMMARISE = "summarise"  # the job kind of a background summary
 
@@ -44,20 +46,6 @@ SUMMARISE = "summarise"  # the job kind of a background summary
 MemoryFlush = Callable[[str, str, str, Sequence[Message]], Awaitable[int]]
 # A tool result to offload: (working-memory key, call id, original text, ttl).
 Offload = tuple[str, str, str, float]
-
-
-def compaction_report(
-    urgency: CompactionCheck, compacted: CompactionResult | None
-) -> dict[str, Any]:
-    """The build report's ``compaction``: the check, and what a compaction before it did."""
-    out: dict[str, Any] = {"urgency": urgency.urgency, "live_tokens": urgency.current_tokens}
-    if compacted is not None:
-        out.update(
-            performed=compacted.applied, strategies=list(compacted.strategies),
-            tokens_before=compacted.tokens_before_compaction,
-            tokens_after=compacted.tokens_after_compaction, summary_version=compacted.summary_version,
-        )  # fmt: skip
-    return out
 
 
 class _StoodDown(Exception):
@@ -146,6 +134,23 @@ class Compactor:
         if past_tail or self.c._check(tail, None).summary_due:
             await self.schedule(conversation, tenant, user, routine=True)
 
+    @contextlib.asynccontextmanager
+    async def held_off(self, key: tuple[str, str]) -> AsyncIterator[None]:
+        """Run the block with no summary of the conversation under way in this process:
+        a background one is told to give way (as by `compact`) and waited for first,
+        and one that starts meanwhile gives way at once (`Conversations.delete`)."""
+        mine = key not in self._yield_to
+        if mine:
+            self._yield_to.add(key)
+        try:
+            running = self.running(key)
+            if running is not None:
+                await asyncio.wait([asyncio.wrap_future(running)])
+            yield
+        finally:
+            if mine:
+                self._yield_to.discard(key)
+
     def _forget(self, key: tuple[str, str], done: concurrent.futures.Future[None]) -> None:
         if self._pending.get(key) is done:
             del self._pending[key]
@@ -167,11 +172,50 @@ class Compactor:
             )  # fmt: skip
         except _StoodDown:
             pass  # a forced compaction waiting for this job covers what it would have
+        except UserError:
+            # The conversation was deleted meanwhile (in another process, say), or
+            # deleted and made again by someone else: the job's work went with it.
+            info = await self.c.backend.conversations.get_conversation(
+                conversation, tenant=job.tenant
+            )
+            if info is not None and info.user == user:
+                raise
         finally:
             self._forget(key, here)
             here.set_result(None)
 
     async def compact_now(
+        self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
+        *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
+        explicit: bool = False, prompt: bool = True, background: bool = False,
+        budget: Budget | int | None = None,
+    ) -> CompactionResult:  # fmt: skip
+        """`_compact_now`, in a ``contextwright.compaction`` span when tracing."""
+        run = functools.partial(
+            self._compact_now, conversation, tenant, user, tail, urgency, wait=wait,
+            routine=routine, preview=preview, force=force, explicit=explicit, prompt=prompt,
+            background=background, budget=budget,
+        )  # fmt: skip
+        tracer = tracer_of(self.c)
+        if not tracer.enabled:
+            return await run()
+        attrs = conversation_attributes(conversation, tenant)
+        attrs.update({"contextwright.compaction.routine": routine,
+                      "contextwright.compaction.background": background,
+                      "contextwright.compaction.preview": preview})  # fmt: skip
+        result: CompactionResult | None = None
+        with tracer.span(COMPACTION, attrs) as span:
+            try:
+                result = await run()
+            except _StoodDown:  # gave way to a forced compaction: not a failure
+                span.set("contextwright.compaction.stood_down", True)
+            else:
+                span.update(compaction_attributes(result))
+        if result is None:
+            raise _StoodDown
+        return result
+
+    async def _compact_now(
         self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
         *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
         explicit: bool = False, prompt: bool = True, background: bool = False,
@@ -302,7 +346,16 @@ class Compactor:
             # rules' CPU time does not hold up the caller's event loop. The sync API's
             # private loop serves only this call: the rules run on it, with no hops.
             hop = wait and not runs_inline()
-            draft = await (asyncio.wrap_future(self.c._runner.submit(runner)) if hop else runner)
+            tracer = tracer_of(self.c)
+            with tracer.span(SUMMARY, {"contextwright.summary.messages": cut}) as span:
+                draft = await (
+                    asyncio.wrap_future(self.c._runner.submit(runner)) if hop else runner
+                )
+                if span.recording:
+                    span.update({"contextwright.summary.method": draft.method,
+                                 "contextwright.summary.tokens": counter.count(draft.content)})  # fmt: skip
+                    if tracer.capture_content:
+                        span.set("contextwright.content", draft.content)
             content, method = draft.content, draft.method
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,

@@ -2,10 +2,9 @@
 
 `Conversations` puts a `ContextEngine` on top of a store `Backend` (the async
 store contract: SQLite by default, any backend that passes the contract suites;
-each call goes through one of its roles). Messages are appended
-once, with a sequence number and their prompt cost; each build reads only what is
-new since the last one, so a turn costs the same in a conversation of 100 messages
-and of 100,000:
+each call goes through one of its roles). Messages are appended once, with a
+sequence number and their prompt cost; each build reads only what is new since the
+last one, so a turn costs the same in a conversation of 100 messages and of 100,000:
 
 * an in-process *tail* per conversation holds the newest messages after the
   summary boundary, enough to fill the largest window; a build asks the store
@@ -15,15 +14,15 @@ and of 100,000:
   the live conversation" without counting anything again;
 * large tool results are compressed for the prompt when they are appended, the
   original offloaded to working memory behind a read-back pointer
-  (`ToolResultCompressor`); the stored message itself stays verbatim.
+  (`ToolResultCompressor`); the stored message stays verbatim.
 
 Summaries are incremental (previous summary + the messages since it) and are
 made in the background: a build never waits for one unless the conversation is
 over the hard compaction threshold. A routine summary covers what has left the
 window; `compact` (soft: background, hard: before the build returns; docs/design-notes.md,
-Compaction) keeps only the last N messages out of it. Nothing is ever deleted: the
-summary replaces old messages in the prompt only, every version is kept, and
-the originals stay searchable — the recall source brings exact old turns back.
+Compaction) keeps only the last N messages out of it. Compaction deletes nothing: the
+summary replaces old messages in the prompt only, every version is kept, and the
+originals stay searchable (recall brings exact old turns back); `delete` alone does.
 """
 
 from __future__ import annotations
@@ -50,6 +49,7 @@ from ..history import (
     TurnRanker,
     readback_page,
 )
+from ..history._compaction import compaction_report
 from ..model._messages import Message
 from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
@@ -57,11 +57,12 @@ from ..stores import Backend, Job, Jobs, MemoryJobs, SQLiteBackend, SQLiteStore
 from ..stores._runner import JobRunner
 from ..stores._url import parse_db
 from ..stores._wakeup import Wakeup, open_wakeup
-from ._compact import SUMMARISE, Compactor, MemoryFlush, compaction_report
+from ._compact import SUMMARISE, Compactor, MemoryFlush
 from ._live import can_cut, live_check, window_allowance
 from ._sync import SyncLoop, sync_list, sync_twin
 from ._tail import Tail, TailCache
 from ._tail_sync import TailKeeper
+from ._tracing import traced_build
 from ._write_path import Writes
 
 __all__ = ["Conversations", "MemoryFlush"]
@@ -75,9 +76,8 @@ class Conversations:
     `PostgresBackend` (with its job queue), or an `SQLiteStore` or a path or
     ``sqlite:///path`` (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
     then that `SQLiteStore`, for sync reads (None with another backend). ``summarizer`` defaults
-    to the rule summariser; ``memory_flush`` runs on messages about to be
-    summarised away. ``window_tokens`` bounds the in-process tail (default: the
-    engine's budget).
+    to the rule summariser; ``memory_flush`` runs on messages about to be summarised
+    away. ``window_tokens`` bounds the in-process tail (default: the engine's budget).
 
     ``max_cached_conversations`` bounds the conversations whose tail is kept in
     process (least recently used evicted first; default 1,024): memory stays flat
@@ -119,17 +119,13 @@ class Conversations:
         job_lease: float = 30.0,
         wakeup: Wakeup | str | None = None,
     ) -> None:
-        if (
-            isinstance(max_cached_conversations, bool)
-            or not isinstance(max_cached_conversations, int)
-            or max_cached_conversations < 1
-        ):
-            raise ConfigError(
-                "max_cached_conversations must be a positive integer, "
-                f"got {max_cached_conversations!r}"
-            )
-        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 1:
-            raise ConfigError(f"cache_bytes must be a positive integer, got {cache_bytes!r}")
+        sizes = (
+            ("max_cached_conversations", max_cached_conversations),
+            ("cache_bytes", cache_bytes),
+        )
+        for label, size in sizes:
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ConfigError(f"{label} must be a positive integer, got {size!r}")
         self.store: SQLiteStore | None = None
         if isinstance(store, str) and store:
             target = parse_db(store)  # sqlite:///path is a path; postgresql://… a server
@@ -157,11 +153,11 @@ class Conversations:
         self.clock = clock
         self._sync = SyncLoop()  # the sync API's private loop
         self._writes = Writes(self)
-        cache = TailCache(max_cached_conversations, self._busy, cache_bytes)
+        self._compactor = Compactor(self)
+        cache = TailCache(max_cached_conversations, self._compactor.busy, cache_bytes)
         self._keeper = TailKeeper(self, cache)
         if jobs is None:
             jobs = self.backend.jobs if self.backend.jobs is not None else MemoryJobs()
-        self._compactor = Compactor(self)
         wakeup, self._close_wakeup = open_wakeup(wakeup, jobs)
         self._runner = JobRunner(
             jobs, {SUMMARISE: self._compactor.run_job}, inline=inline_jobs, lease=job_lease,
@@ -187,10 +183,6 @@ class Conversations:
         self._extra = [recall_source] if recall else []
         self._recall = recall_source if recall else None
 
-    def _busy(self, key: tuple[str, str]) -> bool:
-        """Whether a background summary of the conversation is under way (its tail stays)."""
-        return self._compactor.busy(key)
-
     def cache_sizes(self) -> dict[str, int]:
         """How many conversations each in-process cache holds now (all bounded).
 
@@ -201,14 +193,7 @@ class Conversations:
         ``jobs`` (background jobs this process enqueued that have not run yet, and
         local work under way).
         """
-        tails = self._keeper.cache
-        return {
-            "tails": len(tails),
-            "tail_bytes": tails.bytes,
-            "recall_indexes": len(self._recall._indexes) if self._recall is not None else 0,
-            "window_memos": len(self.engine._memos),
-            "jobs": self._runner.pending(),
-        }
+        return self._keeper.sizes()
 
     def drop_caches(self) -> None:
         """Forget every in-process cache now: tails, recall's turn indexes, the engine's
@@ -221,10 +206,7 @@ class Conversations:
         cache is not an accelerator but a cache with its own expiry: see
         `ContextEngine.invalidate`.)
         """
-        self._keeper.cache.clear()
-        if self._recall is not None:
-            self._recall.drop_indexes()
-        self.engine.drop_caches()
+        self._keeper.drop_all()
 
     async def _tail(self, conversation: str, tenant: str, user: str) -> Tail:
         """The conversation's tail, up to date, for ``user`` only (`TailKeeper.tail`)."""
@@ -274,11 +256,10 @@ class Conversations:
         the window) and stores those counts and read-back keys in one more
         transaction (`_settle`). The rest is what the summary scheduled at the end
         covers; it is never sent, and counting and viewing it was about half the
-        import's time. Those
-        messages stay uncounted in the store: they are not in ``token_total``, and
-        anything that needs their count later (a cold start that finds them in
-        its tail, a compaction that keeps them) counts them then. Nothing is lost:
-        they are stored, searchable and summarised like any other.
+        import's time. Those messages stay uncounted in the store: they are not in
+        ``token_total``, and anything that needs their count later (a cold start that
+        finds them in its tail, a compaction that keeps them) counts them then.
+        Nothing is lost: they are stored, searchable and summarised like any other.
         ``optimize_index`` then indexes what was stored for full-text search and
         merges the index (`MessageSearch.optimize_index`: on SQLite the whole
         file's, so for large imports; the CLI's ``import`` does it). Without it
@@ -295,6 +276,7 @@ class Conversations:
 
     # -- reading -------------------------------------------------------------------------
 
+    @traced_build
     async def build(
         self,
         /,
@@ -436,6 +418,25 @@ class Conversations:
             assert last is not None  # stored messages carry their seq
             seq = last
 
+    async def delete(
+        self, conversation: str, *, tenant: str = "default", user: str = "anonymous"
+    ) -> bool:
+        """Delete the conversation and everything stored under it; False if there is none.
+
+        A user's request to be forgotten, the one call that removes stored messages:
+        its messages, summaries, compaction log, working memory, pins and receipts
+        go from the store in one transaction, and what this process holds of it from
+        its caches. Only the owner may (`InvalidMessageError`, ``user``, for anyone
+        else); a background summary of it here gives way first. The id is free after.
+        """
+        tail = await self._tail(conversation, tenant, user)
+        await self._keeper.owned(tail, conversation, tenant, user)
+        async with self._compactor.held_off((tenant, conversation)):
+            log = self.backend.conversations
+            deleted = await log.delete_conversation(conversation, tenant=tenant)
+            self._keeper.forget(conversation, tenant, user)
+        return deleted
+
     async def wait_idle(self, timeout: float | None = 30.0, *, all_jobs: bool = False) -> None:
         """Wait until every background job this process enqueued has run (tests, shutdown).
 
@@ -471,6 +472,7 @@ class Conversations:
     import_sync = sync_twin(import_messages)
     build_sync = sync_twin(build)
     compact_sync = sync_twin(compact)
+    delete_sync = sync_twin(delete)
     check_sync = sync_twin(check)
     read_back_sync = sync_twin(read_back)
     messages_sync = sync_list(messages)

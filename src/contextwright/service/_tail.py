@@ -73,6 +73,9 @@ class Tail:
     # The conversation's version (`Store.version`) at which the tail was last known
     # to hold everything stored (see `TailKeeper.synced`); None: unknown.
     version: int | None = None
+    # When the conversation was made, once read: another time means it was deleted
+    # and made again since (by another process, say), and nothing here may be shown.
+    created_at: float | None = None
     # Background summaries adopt their result from another thread.
     lock: threading.Lock = field(default_factory=threading.Lock)
     # set by the cache that holds the tail: told of every change of ``bytes``
@@ -188,6 +191,13 @@ class TailCache:
             if tail is not None:
                 self._items.move_to_end(key)
             return tail
+
+    def discard(self, key: Key) -> None:
+        """Forget the tail of one conversation, if held (a deleted one's)."""
+        with self._lock:
+            tail = self._items.pop(key, None)
+            if tail is not None:
+                self._forget(tail)
 
     def clear(self) -> None:
         """Forget every tail (busy ones too: what they adopt is in the store as well)."""

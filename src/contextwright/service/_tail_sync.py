@@ -4,11 +4,13 @@
 conversation starts with `TailKeeper.tail`: one cheap query for the
 conversation's version (`ConversationLog.version`); a cached tail at that version is
 current, whatever any process wrote before; another catches up with what is new
-(O(new messages)) or is read afresh, as a new process would. Writes of this
-process add what they stored (`grow`) and adopt the summaries they saved
-(`apply_summary`), following the version they left (`Tail.follow`), so that the
-next build need not catch up. Nothing here is needed for correctness: dropping
-every tail at any moment changes no build.
+(O(new messages)) or is read afresh, as a new process would; one whose
+conversation was deleted since, by any process, is dropped with all this process
+holds of the conversation (`forget`). Writes of this process add what they
+stored (`grow`) and adopt the summaries they saved (`apply_summary`), following
+the version they left (`Tail.follow`), so that the next build need not catch
+up. Nothing here is needed for correctness: dropping every tail at any moment
+changes no build.
 """
 
 from __future__ import annotations
@@ -39,6 +41,22 @@ def _check_owner(tail: Tail, conversation: str, tenant: str, user: str) -> None:
         raise not_owner(conversation, tenant, user)
 
 
+def _reborn(tail: Tail, info: ConversationInfo | None) -> bool:
+    """Whether the conversation ``tail`` holds was deleted since (and perhaps made again).
+
+    Sequence numbers never go back and a conversation's creation time never
+    changes, but for a conversation deleted (`Conversations.delete`, maybe in
+    another process) and made again under the same id. Asked only when the
+    version moved: a conversation made again that has reached the very version
+    the tail was current at is not noticed (the store's versions start again at
+    1 after a delete).
+    """
+    if info is None:
+        return tail.owner is not None or tail.last_seq > 0
+    made = tail.created_at is not None and tail.created_at != info.created_at
+    return made or info.last_seq < tail.last_seq
+
+
 class TailKeeper:
     """The tails of a `Conversations` (``c``: its store, engine and window), kept current."""
 
@@ -59,6 +77,34 @@ class TailKeeper:
         tail = await self.synced(conversation, tenant)
         _check_owner(tail, conversation, tenant, user)
         return tail
+
+    def sizes(self) -> dict[str, int]:
+        """`Conversations.cache_sizes`: what each in-process cache holds now."""
+        recall = self.c._recall
+        return {
+            "tails": len(self.cache),
+            "tail_bytes": self.cache.bytes,
+            "recall_indexes": len(recall._indexes) if recall is not None else 0,
+            "window_memos": len(self.c.engine._memos),
+            "jobs": self.c._runner.pending(),
+        }
+
+    def drop_all(self) -> None:
+        """`Conversations.drop_caches`: tails, recall's indexes, the engine's accelerators."""
+        self.cache.clear()
+        if self.c._recall is not None:
+            self.c._recall.drop_indexes()
+        self.c.engine.drop_caches()
+
+    def forget(self, conversation: str, tenant: str, user: str | None) -> None:
+        """Drop what this process holds of a deleted conversation: its tail, recall's
+        index, outlines and speakers, and ``user``'s (the owner's) window walk and
+        cached blocks in the engine."""
+        self.cache.discard((tenant, conversation))
+        if self.c._recall is not None:
+            self.c._recall.forget(conversation, tenant)
+        if user is not None:
+            self.c.engine.forget(tenant=tenant, user=user, conversation=conversation)
 
     async def owned(self, tail: Tail, conversation: str, tenant: str, user: str) -> None:
         """`_tail`'s check again, after reading, for a tail that knew no owner.
@@ -92,10 +138,14 @@ class TailKeeper:
         if tail is not None and tail.version == version:
             return tail
         info = await self.c.backend.conversations.get_conversation(conversation, tenant=tenant)
+        if tail is not None and _reborn(tail, info):
+            # deleted since (and made again?) by another process: nothing held of it stays
+            self.forget(conversation, tenant, tail.owner)
+            tail = None
         if tail is None:
             tail = Tail()
             if info is not None:
-                tail.owner = info.user
+                tail.owner, tail.created_at = info.user, info.created_at
                 written = await self.load(tail, conversation, tenant, info)
                 with tail.lock:
                     tail.version = info.version
@@ -110,7 +160,7 @@ class TailKeeper:
             return tail
         with tail.lock:
             tail.version = None  # until brought up to date below
-            tail.owner = info.user
+            tail.owner, tail.created_at = info.user, info.created_at
         if info.last_seq - tail.last_seq > _RELOAD_AFTER:
             # Much was written elsewhere (another process imported, say): read
             # the tail afresh, as a new process would, instead of every message.

@@ -22,6 +22,7 @@ from ..model._messages import Message
 from ..model._parts import ToolResultPart
 from ..stores import CompactionEntry, Summary, Written
 from ..tokens._frame import count_message
+from ._tracing import APPEND, IMPORT, append_attributes, conversation_attributes, tracer_of
 
 if TYPE_CHECKING:
     from ._conversations import Conversations
@@ -163,7 +164,19 @@ class Writes:
     ) -> list[Message]:  # fmt: skip
         """`Conversations.append`; ``index_later`` brings recall's turn index up to date
         in the background (`index_later`): not for a build's own message, whose turn
-        is still being built."""
+        is still being built. A ``contextwright.append`` span when tracing."""
+        tracer = tracer_of(self.c)
+        if not tracer.enabled:
+            return await self._append(conversation, messages, tenant, user, index_later)
+        with tracer.span(APPEND, conversation_attributes(conversation, tenant)) as span:
+            stored = await self._append(conversation, messages, tenant, user, index_later)
+            span.update(append_attributes(tracer, stored, messages))
+        return stored
+
+    async def _append(
+        self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str,
+        index_later: bool,
+    ) -> list[Message]:  # fmt: skip
         stored = await self.write(conversation, messages, tenant, user)
         if len(stored) >= self.c.compaction.summary_message_threshold:
             await self.c._compactor.summarise_if_due(conversation, tenant, user)
@@ -251,10 +264,14 @@ class Writes:
         batch_size: int, progress: Callable[[int], object] | None, optimize_index: bool,
     ) -> list[Message]:  # fmt: skip
         """`Conversations.import_messages`: the batches (`import_batches`), the index
-        optimised if asked, then the summary of what lies outside the window scheduled."""
-        stored = await self.import_batches(
-            conversation, messages, tenant, user, batch_size, progress
-        )
+        optimised if asked, then the summary of what lies outside the window scheduled.
+        A ``contextwright.import`` span when tracing."""
+        tracer = tracer_of(self.c)
+        with tracer.span(IMPORT, conversation_attributes(conversation, tenant)) as span:
+            stored = await self.import_batches(
+                conversation, messages, tenant, user, batch_size, progress
+            )
+            span.set("contextwright.messages", len(stored))
         if stored and optimize_index:
             await self.c.backend.search.optimize_index()
         if stored:

@@ -29,8 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from .._trace import AttrValue
+from .._trace import current as current_tracer
 from ..knowledge import KnowledgeStore
-from ..memory import Memory, MemoryStore, Scope
+from ..memory import Memory, MemoryHit, MemoryStore, Scope
 from ..model._blocks import Block, Priority
 from ..model._parts import ToolCallPart
 from ..stores._cache import user_memory_tag
@@ -84,7 +86,9 @@ class UserMemorySource(SourceBase):
             return None
         scope = Scope(turn.tenant, turn.user)
         top = await self.store.top(scope, self.top_n)
-        hits = await self.store.search(scope, turn.query, self.search_n) if turn.query else []
+        hits = (
+            await _search_memory(self.store, scope, turn.query, self.search_n) if turn.query else []
+        )
         seen: set[str] = set()
         memories: list[Memory] = []
         for m in [*top, *(h.memory for h in hits)]:
@@ -104,6 +108,26 @@ class UserMemorySource(SourceBase):
         ]
         ids = ",".join(m.id for m in memories if m.id)
         return Block(self.name, "\n".join(lines), self.priority, provenance=f"memory:{ids}")
+
+
+async def _search_memory(
+    store: MemoryStore, scope: Scope, query: str, n: int
+) -> Sequence[MemoryHit]:
+    """``store.search``, in a ``contextwright.memory.search`` span when tracing (the query
+    text only with ``capture_content``)."""
+    tracer = current_tracer()
+    if not tracer.enabled:
+        return await store.search(scope, query, n)
+    attrs: dict[str, AttrValue] = {
+        "gen_ai.operation.name": "retrieval",
+        "contextwright.memory.limit": n,
+    }
+    if tracer.capture_content:
+        attrs["gen_ai.retrieval.query.text"] = query
+    with tracer.span("contextwright.memory.search", attrs) as span:
+        hits = await store.search(scope, query, n)
+        span.set("contextwright.memory.hits", len(hits))
+    return hits
 
 
 # An example label map and core fields of the consultation preset; pass your own.
