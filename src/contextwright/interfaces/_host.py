@@ -210,11 +210,14 @@ class Host:
 
     async def delete(self, tenant: str, conversation: str) -> dict[str, Any]:
         """Delete the conversation and everything stored under it (not its users' memories)."""
-        check_id(conversation, "conversation")
-        if not await self.backend.conversations.delete_conversation(conversation, tenant=tenant):
+        info = await self._info(tenant, conversation)
+        async with self._convs(None) as convs:  # as its owner: a summary under way gives way
+            deleted = await convs.delete(conversation, tenant=tenant, user=info.user)
+            for other in self.conversations_pool.values():  # the other models' caches too
+                if other is not convs:
+                    other.drop_caches()
+        if not deleted:
             raise NotFoundError("conversation", conversation)
-        for convs in self.conversations_pool.values():  # a new one of this id starts afresh
-            convs.drop_caches()
         return {"id": conversation, "deleted": True}
 
     async def append(
