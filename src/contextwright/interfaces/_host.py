@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._errors import ConfigError, InvalidMessageError, StoreError
+from .._errors import ConfigError, InvalidMessageError, StoreError, StoreUnavailableError
 from ..budget._budget import model_info
 from ..history import CompactionConfig
 from ..memory import Scope, user_memory_tag
@@ -157,9 +157,18 @@ class Host:
             raise NotFoundError("conversation", conversation)
         return info
 
-    async def ping(self) -> None:
-        """Raise unless the store answers (`StoreUnavailableError` when it is down)."""
-        await self.backend.conversations.version("readyz", tenant="readyz")
+    async def ping(self, timeout: float = 2.0) -> None:
+        """Raise `StoreUnavailableError` unless the store answers within ``timeout`` seconds.
+
+        A readiness probe must answer quickly: a backend that retries while its
+        server is away (PostgreSQL, for 15 s) would otherwise hold it that long.
+        """
+        try:
+            await asyncio.wait_for(
+                self.backend.conversations.version("readyz", tenant="readyz"), timeout
+            )
+        except asyncio.TimeoutError:
+            raise StoreUnavailableError(f"the store did not answer within {timeout:g} s") from None
 
     async def aclose(self) -> None:
         """Close the conversations (their background work finishes first), stores, backend."""
@@ -201,11 +210,14 @@ class Host:
 
     async def delete(self, tenant: str, conversation: str) -> dict[str, Any]:
         """Delete the conversation and everything stored under it (not its users' memories)."""
-        check_id(conversation, "conversation")
-        if not await self.backend.conversations.delete_conversation(conversation, tenant=tenant):
+        info = await self._info(tenant, conversation)
+        async with self._convs(None) as convs:  # as its owner: a summary under way gives way
+            deleted = await convs.delete(conversation, tenant=tenant, user=info.user)
+            for other in self.conversations_pool.values():  # the other models' caches too
+                if other is not convs:
+                    other.drop_caches()
+        if not deleted:
             raise NotFoundError("conversation", conversation)
-        for convs in self.conversations_pool.values():  # a new one of this id starts afresh
-            convs.drop_caches()
         return {"id": conversation, "deleted": True}
 
     async def append(

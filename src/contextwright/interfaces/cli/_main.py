@@ -13,7 +13,8 @@ and builds the context for its last user message (or for ``--query TEXT`` after
 all of them), with the general sources (`default_sources`: the file's memories
 and knowledge, if any) or, with ``--preset consultation``, the consultation set. Bad input exits with status 2 and one line saying what and where.
 
-``import``, ``inspect`` and ``compact`` work on stored conversations (`_cli_history`).
+``import``, ``inspect`` and ``compact`` work on stored conversations (`_cli_history`);
+``serve`` runs the HTTP service and ``keys`` makes its tenant keys (`_serve`);
 ``mcp`` runs the MCP server (`contextwright.interfaces.mcp`, its own parser).
 """
 
@@ -45,7 +46,7 @@ from ...tokens._count import HeuristicCounter, TokenCounter
 from ...tokens._exact import default_counter
 from ..eval import _locomo_cli as _eval
 from ..mcp import _cli as _mcp
-from . import _db
+from . import _db, _serve
 from . import _history as _cli_history
 from ._files import load_conversation as _load
 
@@ -234,6 +235,7 @@ def _parser() -> argparse.ArgumentParser:
     _cli_history.add_parsers(sub)
     _eval.add_parsers(sub)
     _db.add_parsers(sub)
+    _serve.add_parsers(sub)
     _mcp.add_parsers(sub)
     return p
 
@@ -258,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _eval.run(args, sys.stdout)
         if args.command == "migrate":
             return _db.run(args, sys.stdout)
+        if args.command in _serve.commands():
+            return _serve.run(args, sys.stdout)
         if args.command == "mcp":
             return _mcp.run(args)
         if args.command in _cli_history.commands():
