@@ -3,7 +3,7 @@
     pip install 'contextwright[llamaindex]'
     python examples/llamaindex_agent.py
 
-The agent runs 60 turns under a 1,500-token budget. Its model (LlamaIndex's
+The agent runs 24 turns under a 1,200-token budget. Its model (LlamaIndex's
 ``MockFunctionCallingLLM`` with a script standing in for a real LLM) calls a tool to
 save each note, and at the end is asked for a fact the user gave in the first turn,
 long out of the window: contextwright's recall brings that turn back. The last line
@@ -29,7 +29,7 @@ from rich.console import Console
 from contextwright import ContextEngine, Conversations, count_messages
 from contextwright.integrations.llamaindex import ContextwrightMemory, from_llamaindex
 
-BUDGET = 1500
+BUDGET = 1200
 sent: list[int] = []  # the tokens of every request the model received
 
 
@@ -73,10 +73,10 @@ async def main(folder: Path) -> None:
         # reserve: room for the tool call and result of the run in progress, which the
         # agent adds to what the memory returns
         memory = ContextwrightMemory(
-            conversations=convs, session_id="notes", user="ana", reserve=300
+            conversations=convs, session_id="notes", user="ana", reserve=200
         )
         await agent.run("My locker code is 4417.", memory=memory)
-        for i in range(58):
+        for i in range(22):
             await agent.run(
                 f"Note {i}: call the caterer about the cake and the chairs.", memory=memory
             )

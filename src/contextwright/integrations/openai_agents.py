@@ -93,18 +93,19 @@ def from_agents(items: Iterable[Any], *, skip_unsupported: bool = True) -> list[
     return from_responses(kept)
 
 
-def to_agents(messages: Sequence[Message]) -> list[TResponseInputItem]:
+def to_agents(messages: Sequence[Message], *, validate: bool = True) -> list[TResponseInputItem]:
     """contextwright messages as Agents SDK items (Responses API input items).
 
-    System messages keep the role ``system``, developer ones ``developer``; the whole
-    list is checked with `validate_responses` (`ProviderRuleError` before the API
-    would refuse it).
+    System messages keep the role ``system``, developer ones ``developer``. With
+    ``validate`` the whole list is checked with `validate_responses`
+    (`ProviderRuleError` where the API would refuse it: an orphaned call or output…).
     """
     items: list[dict[str, Any]] = []
     for m in messages:
         role: Literal["system", "developer"] = "developer" if m.role == "developer" else "system"
         items += render_responses([m], system_role=role, validate=False)
-    validate_responses(items)
+    if validate:
+        validate_responses(items)
     return cast("list[TResponseInputItem]", items)
 
 
@@ -197,7 +198,7 @@ class ContextwrightSession:
             last = newest[0] if newest else None
         if last is None:
             return None
-        items = to_agents([last])
+        items = to_agents([last], validate=False)
         rest = from_responses(cast("list[Mapping[str, Any]]", items[:-1]))
         await session.replace_last(rest[0] if rest else None)
         return items[-1]
@@ -236,19 +237,26 @@ class ContextwrightSession:
 
 
 def _check_caught_up(sent: Sequence[Any], built: Sequence[Mapping[str, Any]]) -> None:
-    """`UserError` if the SDK is about to answer a tool result the session never stored.
+    """`UserError` if the newest input the SDK is about to send is not in the build.
 
-    The filter builds from the store; a run whose items the SDK does not save in
-    this session (another session, or none) would otherwise lose them silently.
+    The filter builds from what the session stored; used on a run whose items the
+    SDK does not save in this session (another session, or none), it would drop the
+    user's message or a tool's result without a word.
     """
     if not sent:
         return
     last = _plain(sent[-1])
-    if last.get("type") != "function_call_output":
-        return
-    call_id = last.get("call_id")
-    if not any(i.get("call_id") == call_id for i in built):
-        raise UserError(
-            f"the tool result for call {call_id!r} is not in the session: use the filter "
-            "with Runner.run(..., session=<this session>)"
-        )
+    if last.get("type") == "function_call_output":
+        call_id = last.get("call_id")
+        if not any(i.get("call_id") == call_id for i in built):
+            raise UserError(
+                f"the tool result for call {call_id!r} is not in the session: use the "
+                "filter with Runner.run(..., session=<this session>)"
+            )
+    elif last.get("role") == "user" and last.get("type", "message") == "message":
+        text = from_agents([last])[0].text
+        if not any(m.role == "user" and m.text == text for m in from_agents(built)):
+            raise UserError(
+                "the new input is not in the session: use the filter with "
+                "Runner.run(..., session=<this session>)"
+            )
