@@ -145,7 +145,9 @@ def test_the_conversion_conventions() -> None:
     )
     m = message_from_chat(legacy)
     assert m.tool_calls == (ToolCallPart("c1", "f", '{"a": 1}'),)
-    assert not m.metadata
+    back = chat_from_message(m)[0]  # written back in the form it came in, not twice
+    assert back.additional_kwargs == legacy.additional_kwargs
+    assert back.blocks == [TextBlock(text="")]
     # a tool message with several results becomes one ChatMessage each
     both = Message("tool", (*Message.tool("a", "1").parts, *Message.tool("b", "2").parts))
     out = chat_from_message(both)
@@ -280,16 +282,29 @@ async def test_reset_and_set_start_a_new_conversation_keeping_the_old(convs: Con
         [ChatMessage(role="user", content="three"), ChatMessage(role="assistant", content="ok")]
     )
     assert texts(await memory.aget_all()) == ["three", "ok"]
-    assert memory.session.conversation_id() == "s1#2"
-    # another memory (another process) on the same session sees the reset
+    assert memory.session.conversation_id() == "s1#1"  # it was empty: no need for another
+    # another memory (another process) on the same session sees a reset made here
     other = ContextwrightMemory(conversations=convs, session_id="s1", user="u1")
+    assert texts(await other.aget_all()) == ["three", "ok"]
+    await memory.areset()
     await other.aput(ChatMessage(role="assistant", content="four"))
     assert other.session.conversation_id() == "s1#2"
-    assert texts(await memory.aget_all()) == ["three", "ok", "four"]
+    assert texts(await memory.aget_all()) == ["four"]
     # a reset of a memory with nothing stored changes nothing
     empty = ContextwrightMemory(conversations=convs, session_id="s9", user="u1")
     await empty.areset()
     assert empty.session.conversation_id() == "s9"
+    # a conversation of another user named like a generation is not taken for one
+    await ContextwrightMemory(conversations=convs, session_id="s9#1", user="u2").aput_messages(
+        [ChatMessage(role="user", content="not yours"), ChatMessage(role="assistant", content="no")]
+    )
+    await empty.aput_messages(
+        [ChatMessage(role="user", content="hi"), ChatMessage(role="assistant", content="yo")]
+    )
+    assert texts(await empty.aget_all()) == ["hi", "yo"]
+    with pytest.raises(InvalidMessageError):
+        await empty.areset()  # its next generation's name is taken by another user
+    assert texts(await empty.aget_all()) == ["hi", "yo"]
 
 
 def test_the_sync_api_and_its_refusal_inside_a_loop(convs: Conversations) -> None:

@@ -138,7 +138,10 @@ class StoredSession:
         log = self.conversations.backend.conversations
         n = self.generation
         info = await log.get_conversation(self.conversation_id(n), tenant=self.tenant)
-        while (nxt := await log.get_conversation(self.conversation_id(n + 1), tenant=self.tenant)) is not None:  # fmt: skip
+        while True:
+            nxt = await log.get_conversation(self.conversation_id(n + 1), tenant=self.tenant)
+            if nxt is None or nxt.user != self.user:  # another's: not a generation of ours
+                break
             n, info = n + 1, nxt
         if n != self.generation:  # reset elsewhere: what this process remembers is stale
             self.generation, self._last = n, None
@@ -154,7 +157,9 @@ class StoredSession:
         batch = list(messages)
         for i, m in enumerate(batch):
             if not isinstance(m, Message):
-                raise InvalidMessageError(f"messages[{i}]", f"must be a Message, got {type(m)}")
+                raise InvalidMessageError(
+                    f"messages[{i}]", f"must be a Message, got {type(m).__name__}"
+                )
         conversation, _ = await self.current()
         if self.pending is not None:
             batch.insert(0, self.pending)
@@ -167,7 +172,7 @@ class StoredSession:
         """Start an empty generation; the old conversation stays stored."""
         _, info = await self.current()
         self.pending, self._last = None, None
-        if info is None:
+        if info is None or info.last_seq == 0:
             return  # nothing stored: already empty
         n = self.generation + 1
         await self.conversations.backend.conversations.ensure_conversation(

@@ -4,9 +4,10 @@ model needs: roles, text, images, tool calls with their ids and arguments, tool 
 Conventions where the two models differ:
 
 * **Tool calls** are ``ToolCallBlock``s of an assistant message (``tool_call_id``,
-  ``tool_name``, ``tool_kwargs`` as a dict or JSON text); the older form, OpenAI-shaped
-  ``additional_kwargs["tool_calls"]``, is read too. Written back, calls are always
-  blocks with the arguments as a dict. A call without an id is refused: its result
+  ``tool_name``, ``tool_kwargs`` as a dict or JSON text), written back as blocks with
+  the arguments as a dict. The older form, OpenAI-shaped
+  ``additional_kwargs["tool_calls"]``, is read too and written back as it was (the
+  LLM class that wrote it reads it). A call without an id is refused: its result
   could never be paired with it.
 * **Tool results** are ``role="tool"`` messages naming the call in
   ``additional_kwargs["tool_call_id"]`` (as ``FunctionAgent`` writes them); a
@@ -165,6 +166,8 @@ def message_from_chat(chat: ChatMessage, where: str = "message") -> Message:
         known = {p.id for p in parts if isinstance(p, ToolCallPart)}
         here = f"{where}.additional_kwargs.tool_calls"
         parts += [c for c in _legacy_calls(legacy, here) if c.id not in known]
+        # kept in their own form too: the LLM class that wrote them reads them back
+        kwargs["tool_calls"] = [c.model_dump() if hasattr(c, "model_dump") else c for c in legacy]
     if role == "tool":
         call_id = kwargs.pop("tool_call_id", None)
         if not isinstance(call_id, str) or not call_id:
@@ -229,8 +232,11 @@ def chat_from_message(message: Message) -> list[ChatMessage]:
             out.append(ChatMessage(role=MessageRole.TOOL, blocks=blocks, additional_kwargs=extra))
         return out
     blocks = []
+    legacy = {c.get("id") for c in kwargs.get("tool_calls") or () if isinstance(c, Mapping)}
     for p in message.parts:
         if isinstance(p, ToolCallPart):
+            if p.id in legacy:
+                continue  # written back where it came from: additional_kwargs["tool_calls"]
             blocks.append(ToolCallBlock(tool_call_id=p.id, tool_name=p.name, tool_kwargs=p.input))
         elif isinstance(p, (TextPart, ImagePart)):
             blocks.append(_block(p))
