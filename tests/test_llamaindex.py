@@ -132,7 +132,7 @@ def test_chat_messages_survive_a_round_trip(messages: list[ChatMessage]) -> None
     assert [dump(c) for c in back] == [dump(c) for c in messages]
 
 
-def test_the_conversion_conventions() -> None:
+def test_the_conversion_conventions(tmp_path: Path) -> None:
     # the older OpenAI-shaped tool calls are read; string arguments too
     legacy = ChatMessage(
         role="assistant",
@@ -175,8 +175,7 @@ def test_the_conversion_conventions() -> None:
         "1f15c4890000000d49444154789c6300010000050001"
         "0d0a2db40000000049454e44ae426082"
     )
-    tmp = ROOT / ".pytest_cache" / "pixel.png"
-    tmp.parent.mkdir(exist_ok=True)
+    tmp = tmp_path / "pixel.png"
     tmp.write_bytes(png)
     img = message_from_chat(ChatMessage(role="user", blocks=[ImageBlock(path=tmp)])).parts[0]
     assert img.data
