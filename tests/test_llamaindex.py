@@ -268,7 +268,7 @@ async def test_get_stays_within_the_budget_less_the_reserve(convs: Conversations
     assert len(await memory.aget_all()) == 80  # nothing stored is lost
 
 
-async def test_reset_and_set_start_a_new_conversation_keeping_the_old(convs: Conversations) -> None:
+async def test_reset_and_set_start_a_new_conversation_deleting_the_old(convs: Conversations) -> None:
     memory = ContextwrightMemory(conversations=convs, session_id="s1", user="u1")
     await memory.aput_messages(
         [ChatMessage(role="user", content="one"), ChatMessage(role="assistant", content="two")]
@@ -276,7 +276,8 @@ async def test_reset_and_set_start_a_new_conversation_keeping_the_old(convs: Con
     await memory.areset()
     assert await memory.aget_all() == []
     assert memory.session.conversation_id() == "s1#1"
-    assert len([m async for m in convs.messages("s1", user="u1")]) == 2  # kept
+    assert [m async for m in convs.messages("s1", user="u1")] == []  # deleted, not hidden
+    assert not await convs.backend.search.search("s1", "one", tenant="default")
     await memory.aset(
         [ChatMessage(role="user", content="three"), ChatMessage(role="assistant", content="ok")]
     )

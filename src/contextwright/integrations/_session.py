@@ -16,10 +16,12 @@ only once its context is built. `StoredSession` bridges the two:
   appended since (an agent asks again after its tool ran); else a view of the
   conversation as it stands (`_view`: system prompt, summary, the newest whole turns);
 * ``reset`` starts a new *generation*: the session moves to the conversation
-  ``"{session_id}#{n}"`` and the old one stays stored (contextwright never deletes);
-  every call looks for a newer generation first (one primary-key read), so a reset
-  in another process is seen. ``replace_last`` (the Agents SDK's ``pop_item``) copies
-  all but the newest message into a new generation.
+  ``"{session_id}#{n}"``, and the old one's messages are deleted (`Conversations.delete`:
+  a cleared session is forgotten, not hidden), leaving its empty row behind so the
+  chain of generations stays walkable; every call looks for a newer generation first
+  (one primary-key read), so a reset in another process is seen. ``replace_last``
+  (the Agents SDK's ``pop_item``) copies all but the newest message into a new
+  generation and deletes the old one's the same way.
 
 Generation 0 is the conversation named ``session_id`` itself. Reads through the store
 check the owner as `Conversations` does (`not_owner`).
@@ -168,8 +170,16 @@ class StoredSession:
             await self.conversations.append(conversation, batch, tenant=self.tenant, user=self.user)
         self.pending = pending
 
+    async def _retire(self, n: int) -> None:
+        """Delete generation ``n``'s messages, keeping its empty row (the chain's link)."""
+        old = self.conversation_id(n)
+        await self.conversations.delete(old, tenant=self.tenant, user=self.user)
+        await self.conversations.backend.conversations.ensure_conversation(
+            old, tenant=self.tenant, user=self.user
+        )
+
     async def reset(self) -> None:
-        """Start an empty generation; the old conversation stays stored."""
+        """Start an empty generation; the old one's messages are deleted."""
         _, info = await self.current()
         self.pending, self._last = None, None
         if info is None or info.last_seq == 0:
@@ -179,13 +189,14 @@ class StoredSession:
             self.conversation_id(n), tenant=self.tenant, user=self.user
         )
         self.generation = n
+        await self._retire(n - 1)
 
     async def replace_last(self, replacement: Message | None) -> Message | None:
         """Take the newest message away (putting ``replacement`` in its place); return it.
 
         The pending message goes at once; a stored one by copying the rest of the
-        conversation into a new generation (nothing is deleted), so this costs what
-        the conversation's length costs.
+        conversation into a new generation (the old one's messages are then deleted),
+        so this costs what the conversation's length costs.
         """
         conversation, info = await self.current()
         if self.pending is not None:
@@ -212,6 +223,7 @@ class StoredSession:
                 self.conversation_id(n), tenant=self.tenant, user=self.user
             )
         self.generation, self._last = n, None
+        await self._retire(n - 1)
         return stored[-1]
 
     # -- reading ----------------------------------------------------------------------

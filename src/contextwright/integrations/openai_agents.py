@@ -181,8 +181,8 @@ class ContextwrightSession:
         """Take the newest item away and return it (None if there is none).
 
         A message waiting for its build goes at once; a stored item by moving the
-        session to a new conversation holding everything else (the old one stays
-        stored), which costs what the conversation's length costs.
+        session to a new conversation holding everything else (the old one's
+        messages are deleted), which costs what the conversation's length costs.
         """
         session = self._session
         if session.pending is not None:
@@ -204,7 +204,7 @@ class ContextwrightSession:
         return items[-1]
 
     async def clear_session(self) -> None:
-        """Start an empty conversation; the old one stays stored (nothing is deleted)."""
+        """Start an empty conversation; the old one's messages are deleted."""
         await self._session.reset()
 
     # -- the model input filter ---------------------------------------------------------

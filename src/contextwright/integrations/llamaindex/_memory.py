@@ -137,7 +137,7 @@ class ContextwrightMemory(BaseMemory):
         await self._session.add(from_llamaindex(messages))
 
     async def aset(self, messages: list[ChatMessage]) -> None:
-        """A new conversation holding ``messages`` (the old one stays stored)."""
+        """A new conversation holding ``messages`` (the old one's messages are deleted)."""
         converted = from_llamaindex(messages)  # refused before anything changes
         await self._session.reset()
         await self._session.add(converted)
