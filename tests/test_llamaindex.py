@@ -268,7 +268,9 @@ async def test_get_stays_within_the_budget_less_the_reserve(convs: Conversations
     assert len(await memory.aget_all()) == 80  # nothing stored is lost
 
 
-async def test_reset_and_set_start_a_new_conversation_deleting_the_old(convs: Conversations) -> None:
+async def test_reset_and_set_start_a_new_conversation_deleting_the_old(
+    convs: Conversations,
+) -> None:
     memory = ContextwrightMemory(conversations=convs, session_id="s1", user="u1")
     await memory.aput_messages(
         [ChatMessage(role="user", content="one"), ChatMessage(role="assistant", content="two")]
