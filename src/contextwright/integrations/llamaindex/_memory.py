@@ -49,7 +49,7 @@ class ContextwrightMemory(BaseMemory):
     with nothing new returns the same context (an agent asks again after its tool
     ran); with the stored conversation ending in tool results, the agent's next
     step. ``get_all`` reads every stored message; ``reset`` (and ``set``) starts a
-    new conversation ``"{session_id}#{n}"``, the old one staying stored.
+    new conversation ``"{session_id}#{n}"``, deleting the old one's messages.
     `report` is the receipt of the last build.
 
     The async methods are what agents call; the sync ones run on the conversations'
