@@ -302,8 +302,10 @@ def test_a_server_restart_during_appends_loses_and_doubles_nothing(tmp_path):
         def restarter() -> None:
             for event in reached.values():
                 event.wait()
-                pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata,
-                       user=server.system_user, timeout=60)  # fmt: skip
+                # -t: pg_ctl's own wait (60 s by default) ran out once on a machine
+                # loaded by other jobs (load average 8 on 2 cores)
+                pg_ctl(["-w", "-t", "180", "-m", "fast", "restart"], pgdata=server.pgdata,
+                       user=server.system_user, timeout=200)  # fmt: skip
                 starts.append(started())
 
         async def main() -> list[Message]:
