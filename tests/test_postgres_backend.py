@@ -277,7 +277,7 @@ def test_runners_are_woken_by_the_queue_or_by_redis(pg_url):
         assert [m.text for m in convs.messages_sync("c", tenant="t", user="u")] == ["hello"]
 
 
-def test_a_server_restart_during_appends_loses_and_doubles_nothing(tmp_path):
+def test_a_server_restart_during_appends_loses_and_doubles_nothing():
     """PostgreSQL restarted twice under a run of appends: every append returns (retried
     while the server is away), and the store holds each message once, in order."""
     import os
@@ -287,7 +287,10 @@ def test_a_server_restart_during_appends_loses_and_doubles_nothing(tmp_path):
     from pgserver._commands import pg_ctl
 
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="cw-xdg-"))
-    server = pgserver.get_server(tmp_path / "pgdata", cleanup_mode="delete")
+    # Not under pytest's tmp_path: every pytest start makes /tmp/pytest-of-<user> 0700
+    # again, and pg_ctl runs as pgserver's own user (when root), so a second pytest
+    # started meanwhile left the restart unable to reach its data directory.
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="cw-pg-restart-"), cleanup_mode="delete")
     try:
         url = server.get_uri()
 
