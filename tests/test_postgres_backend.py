@@ -5,8 +5,9 @@ of appends goes on: every append retried with the same message ids until it
 succeeds stores nothing twice and loses nothing acknowledged), search in
 English and Chinese against the SQLite backend on the same turns, selection by
 URL, a newer schema refused, an unreachable server reported as such,
-strings PostgreSQL cannot hold refused as bad input, and a delete that waits for
-an append in flight and leaves no row of the conversation behind.
+strings PostgreSQL cannot hold refused as bad input, a delete that waits for
+an append in flight and leaves no row of the conversation behind, and versions
+that no write gets twice while appends and deletes of one conversation race.
 """
 
 from __future__ import annotations
@@ -240,6 +241,36 @@ def test_a_delete_waits_for_an_append_in_flight_and_leaves_no_row(pg_url):
         assert [h.message.text for h in await b.search("c", "zebra", tenant="o")] == [
             "zebra elsewhere"
         ]
+        await b.aclose()
+
+    run_bounded(main())
+
+
+def test_appends_and_deletes_at_once_never_give_a_version_out_twice(pg_url):
+    """Six writers append to one conversation and now and then delete it, each on its own
+    connection: every write's version is one no other write of the id got (m009), the
+    conversation made again after a delete being created by whichever append comes first."""
+
+    async def main() -> None:
+        b = PostgresBackend(pg_url, max_size=8)
+        versions: list[int] = []
+        deleted = 0
+
+        async def writer(w: int) -> None:
+            nonlocal deleted
+            for i in range(20):
+                if (i + w) % 5 == 4:
+                    deleted += await b.delete_conversation("c", tenant="t")
+                    continue
+                written = await b.append("c", [Message.user(f"w{w} {i}")], tenant="t", user="u")
+                versions.append(written.version)
+
+        await asyncio.gather(*(writer(w) for w in range(6)))
+        assert deleted > 1
+        assert len(versions) == 6 * 16
+        assert len(set(versions)) == len(versions), sorted(versions)
+        info = await b.get_conversation("c", tenant="t")
+        assert info is None or info.version >= max(versions)
         await b.aclose()
 
     run_bounded(main())
