@@ -72,6 +72,37 @@ def test_an_older_schema_is_brought_up_to_date(pg_url: str) -> None:
         assert migrate(conn) == [m.name for m in MIGRATIONS[2:]]
 
 
+def test_a_database_from_before_m009_keeps_its_versions_and_counts_on(pg_url: str) -> None:
+    """m009 (versions across deletes) on a database with conversations: each keeps its
+    version and gets ``first_version`` 1; deleted and made again, one continues above."""
+    import asyncio
+
+    from contextwright import Message
+    from contextwright.stores.postgres import PostgresBackend
+
+    before = [m.name for m in MIGRATIONS].index("m009_versions_across_deletes")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert len(migrate(conn, MIGRATIONS[:before])) == before
+        conn.execute(
+            "INSERT INTO contextwright.conversations (tenant, id, owner, created_at, "
+            "updated_at, version) VALUES ('t', 'c', 'u', 0, 0, 7)"
+        )
+        assert check_schema(conn) == ["m009_versions_across_deletes"]
+        assert migrate(conn) == ["m009_versions_across_deletes"]
+
+    async def main() -> None:
+        b = PostgresBackend(pg_url)
+        info = await b.get_conversation("c", tenant="t")
+        assert info is not None
+        assert (info.version, info.first_version) == (7, 1)
+        assert await b.delete_conversation("c", tenant="t") is True
+        again = await b.append("c", [Message.user("again")], tenant="t", user="v")
+        assert again.version == 8
+        await b.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_failing_migration_leaves_nothing_behind(pg_url: str) -> None:
     broken = (*MIGRATIONS, PgMigration("m998_broken", "CREATE TABLE x (a int); SELECT 1/0"))
     with psycopg.connect(pg_url, autocommit=True) as conn:

@@ -5,8 +5,9 @@ of appends goes on: every append retried with the same message ids until it
 succeeds stores nothing twice and loses nothing acknowledged), search in
 English and Chinese against the SQLite backend on the same turns, selection by
 URL, a newer schema refused, an unreachable server reported as such,
-strings PostgreSQL cannot hold refused as bad input, and a delete that waits for
-an append in flight and leaves no row of the conversation behind.
+strings PostgreSQL cannot hold refused as bad input, a delete that waits for
+an append in flight and leaves no row of the conversation behind, and versions
+that no write gets twice while appends and deletes of one conversation race.
 """
 
 from __future__ import annotations
@@ -240,6 +241,36 @@ def test_a_delete_waits_for_an_append_in_flight_and_leaves_no_row(pg_url):
         assert [h.message.text for h in await b.search("c", "zebra", tenant="o")] == [
             "zebra elsewhere"
         ]
+        await b.aclose()
+
+    run_bounded(main())
+
+
+def test_appends_and_deletes_at_once_never_give_a_version_out_twice(pg_url):
+    """Rounds of six appends at once, each on its own connection, racing to make the
+    conversation again after the delete that ended the round before (every other round
+    with a delete among them): no two writes of the id ever get the same version (m009)."""
+
+    async def main() -> None:
+        b = PostgresBackend(pg_url, max_size=8)
+        versions: list[int] = []
+        deleted = 0
+        for r in range(8):
+            ops = [
+                b.append("c", [Message.user(f"round {r} writer {w}")], tenant="t", user="u")
+                for w in range(6)
+            ]
+            if r % 2:
+                ops.insert(3, b.delete_conversation("c", tenant="t"))
+            for done in await asyncio.gather(*ops):
+                if isinstance(done, bool):
+                    deleted += done
+                else:
+                    versions.append(done.version)
+            deleted += await b.delete_conversation("c", tenant="t")
+        assert deleted >= 8  # each round ends deleted: the next one makes it again
+        assert len(versions) == 6 * 8
+        assert len(set(versions)) == len(versions), sorted(versions)
         await b.aclose()
 
     run_bounded(main())

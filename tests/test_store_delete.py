@@ -4,7 +4,8 @@ The contract suites check what every backend answers after a delete; these look
 inside the file: the contentless full-text index holds no row and no term of the
 deleted conversation (FTS5 forgets a row only when told its exact text), the index
 stays sound, a deleted conversation's ``cid`` (the high bits of its index rowids)
-is never given out again, and a file made before m010 is brought up to date.
+is never given out again, a file made before m010 is brought up to date, and
+one made before m011 keeps its versions and counts on above a deleted one's.
 """
 
 from __future__ import annotations
@@ -117,3 +118,30 @@ def test_a_file_from_before_m010_gets_the_new_tables(tmp_path: Path) -> None:
         assert s.record_receipt("c", {"n": 1}, tenant=T).id == 1
         assert s.delete_conversation("c", tenant=T) is True
         assert s.read("c", tenant=T) == []
+
+
+def test_a_file_from_before_m011_keeps_its_versions_and_counts_on(tmp_path: Path) -> None:
+    """m011 on a file with conversations: each keeps its version and gets ``first_version``
+    1; one deleted and made again continues above its last version, in another cid."""
+    db = tmp_path / "old.db"
+    with SQLiteStore(db) as s:
+        for n in range(3):
+            s.append("c", [Message.user(f"kept {n}")], tenant=T, user="u")
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DROP TABLE retired_versions")
+        conn.execute("ALTER TABLE conversations DROP COLUMN first_version")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm011_versions_across_deletes'")
+    conn.close()
+    with SQLiteStore(db) as s:
+        assert s.applied_migrations == ["m011_versions_across_deletes"]
+        info = s.get_conversation("c", tenant=T)
+        assert info is not None
+        assert (info.version, info.first_version) == (3, 1)
+        assert s.delete_conversation("c", tenant=T) is True
+        assert s._conn is not None
+        assert s._conn.execute("SELECT * FROM retired_versions").fetchall() == [(T, "c", 3)]
+        s.append("c", [Message.user("again")], tenant=T, user="v")
+        info = s.get_conversation("c", tenant=T)
+        assert info is not None
+        assert (info.version, info.first_version) == (4, 4)

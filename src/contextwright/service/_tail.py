@@ -71,11 +71,13 @@ class Tail:
     # messages enter the tail, so that a tail with messages always knows its owner.
     owner: str | None = None
     # The conversation's version (`Store.version`) at which the tail was last known
-    # to hold everything stored (see `TailKeeper.synced`); None: unknown.
+    # to hold everything stored (see `TailKeeper.synced`); None: unknown. Set by
+    # `current` (and `follow`), which keep ``verified``.
     version: int | None = None
-    # When the conversation was made, once read: another time means it was deleted
-    # and made again since (by another process, say), and nothing here may be shown.
-    created_at: float | None = None
+    # The newest version at which the tail was ever known current (0: none). Versions
+    # of an id never repeat, across deletes too: a stored conversation whose
+    # `first_version` is above it was made after the tail's one was deleted.
+    verified: int = 0
     # Background summaries adopt their result from another thread.
     lock: threading.Lock = field(default_factory=threading.Lock)
     # set by the cache that holds the tail: told of every change of ``bytes``
@@ -98,7 +100,12 @@ class Tail:
         if written is None or current is None or written - current not in (0, 1):
             self.version = None
         else:
-            self.version = written
+            self.current(written)
+
+    def current(self, version: int) -> None:
+        """The tail holds everything stored at ``version`` (call under ``lock``)."""
+        self.version = version
+        self.verified = max(self.verified, version)
 
     def _grew(self, delta: int) -> None:
         self.bytes += delta

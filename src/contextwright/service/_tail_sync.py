@@ -6,7 +6,8 @@ conversation's version (`ConversationLog.version`); a cached tail at that versio
 current, whatever any process wrote before; another catches up with what is new
 (O(new messages)) or is read afresh, as a new process would; one whose
 conversation was deleted since, by any process, is dropped with all this process
-holds of the conversation (`forget`). Writes of this process add what they
+holds of the conversation (`forget`), as is all that is held of a conversation
+made again after a delete when its tail is read afresh. Writes of this process add what they
 stored (`grow`) and adopt the summaries they saved (`apply_summary`), following
 the version they left (`Tail.follow`), so that the next build need not catch
 up. Nothing here is needed for correctness: dropping every tail at any moment
@@ -44,17 +45,17 @@ def _check_owner(tail: Tail, conversation: str, tenant: str, user: str) -> None:
 def _reborn(tail: Tail, info: ConversationInfo | None) -> bool:
     """Whether the conversation ``tail`` holds was deleted since (and perhaps made again).
 
-    Sequence numbers never go back and a conversation's creation time never
-    changes, but for a conversation deleted (`Conversations.delete`, maybe in
-    another process) and made again under the same id. Asked only when the
-    version moved: a conversation made again that has reached the very version
-    the tail was current at is not noticed (the store's versions start again at
-    1 after a delete).
+    Asked when the version moved. The store never gives a version of an id out
+    twice: a conversation made again after a delete (`Conversations.delete`, maybe
+    in another process) begins above every version the deleted one had
+    (`ConversationInfo.first_version`), so it began after the newest version the
+    tail was known current at (`Tail.verified`) exactly when it is another one. A
+    tail never known current (0: filled by this process's own writes alone) is
+    taken for another's if it holds anything: read afresh, never trusted.
     """
     if info is None:
         return tail.owner is not None or tail.last_seq > 0
-    made = tail.created_at is not None and tail.created_at != info.created_at
-    return made or info.last_seq < tail.last_seq
+    return info.first_version > tail.verified and (tail.last_seq > 0 or tail.owner is not None)
 
 
 class TailKeeper:
@@ -145,10 +146,15 @@ class TailKeeper:
         if tail is None:
             tail = Tail()
             if info is not None:
-                tail.owner, tail.created_at = info.user, info.created_at
+                if info.first_version > 1:
+                    # Made again after a delete: what recall and the engine hold of the
+                    # id may be the deleted one's (its tail was evicted, and with it
+                    # the check above). Read afresh, as a new process would.
+                    self.forget(conversation, tenant, info.user)
+                tail.owner = info.user
                 written = await self.load(tail, conversation, tenant, info)
                 with tail.lock:
-                    tail.version = info.version
+                    tail.current(info.version)
                     tail.follow(written)  # the load stored counts it made: still current
             else:
                 tail.version = 0  # no such conversation (yet)
@@ -160,7 +166,7 @@ class TailKeeper:
             return tail
         with tail.lock:
             tail.version = None  # until brought up to date below
-            tail.owner, tail.created_at = info.user, info.created_at
+            tail.owner = info.user
         if info.last_seq - tail.last_seq > _RELOAD_AFTER:
             # Much was written elsewhere (another process imported, say): read
             # the tail afresh, as a new process would, instead of every message.
@@ -168,7 +174,7 @@ class TailKeeper:
             with tail.lock:
                 if tail.last_seq >= info.last_seq and tail.version is None:
                     # not if an older reload on another thread swapped in after ours
-                    tail.version = info.version
+                    tail.current(info.version)
                     tail.follow(written)
             return tail
         if info.last_seq > tail.last_seq:  # another writer's messages
@@ -188,7 +194,7 @@ class TailKeeper:
             if tail.last_seq >= info.last_seq and (
                 tail.version is None or tail.version < info.version
             ):
-                tail.version = info.version
+                tail.current(info.version)
         return tail
 
     async def load(

@@ -27,7 +27,8 @@ by exactly one, in the write's own transaction (see `Store`): creation, append,
 recounts, summaries, compaction entries, working memory, pins. Writes return what
 they wrote together with the version they left (`Written`), so a cache that was
 current at ``version - 1`` and takes in the write is current at ``version``;
-`ConversationLog.version` is the cheap check of any cache, in any process.
+`ConversationLog.version` is the cheap check of any cache, in any process; no
+version of an id is given out twice, not even across a delete.
 
 **Errors.** Bad input raises a `UserError` naming the field, before anything is
 written (`InvalidMessageError`, `ConfigError`); a conversation of another user
@@ -133,8 +134,9 @@ class ConversationLog(Protocol):
         memory, pins and receipts go, in one transaction; queued jobs for it find
         nothing to do. This is the one call that removes stored messages (a user's
         request to be forgotten), never compaction. Another tenant's conversation of
-        the same id is untouched. Afterwards `version` answers 0 and a new
-        conversation of that id starts again at seq 1.
+        the same id is untouched. Afterwards `version` answers 0; one made again under
+        the id starts at seq 1, its versions above the deleted one's last (kept per id,
+        a number: `ConversationInfo.first_version`), so no cache of it is taken for current.
         """
         ...
 
@@ -495,11 +497,8 @@ class Backend:
 
     @classmethod
     def of(cls, impl: _AllRoles, jobs: Jobs | None = None) -> Backend:
-        """The backend whose every role is ``impl``, closed by ``impl.aclose``.
-
-        ``receipts`` and ``keys`` are ``impl`` too if it plays those roles (has
-        their methods), else None.
-        """
+        """The backend whose every role is ``impl`` (``receipts`` and ``keys`` if it has
+        their methods, else None), closed by ``impl.aclose``."""
         receipts = impl if isinstance(impl, Receipts) else None
         keys = impl if isinstance(impl, ApiKeys) else None
         return cls(impl, impl, impl, impl, impl, impl, impl.aclose, jobs, receipts, keys)

@@ -87,7 +87,11 @@ class ConversationInfo:
     ``last_seq`` is the sequence number of the newest message (0 when empty);
     ``token_total`` is the sum of the stored per-message token counts (messages
     stored without a count add nothing). ``version`` grows by one with every
-    write to the conversation, in any process (see `Store.version`).
+    write to the conversation, in any process (see `Store.version`), and keeps
+    growing across a delete: ``first_version`` is the version the conversation's
+    creation left — 1, or one above the last version of the conversation of the
+    same id deleted before it. A cache of this id made at a version below
+    ``first_version`` holds a deleted conversation.
     """
 
     id: str
@@ -100,6 +104,7 @@ class ConversationInfo:
     token_total: int
     metadata: Mapping[str, Any] = field(default_factory=dict)
     version: int = 0
+    first_version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +252,10 @@ class Store(Protocol):
     expiring its working memory — adds exactly one, in the same transaction. A
     call that writes nothing (a rejected one, a retry of messages stored
     already, an unpin of no pin) leaves it. It is the change token of any cache
-    of the conversation, in any process: equal versions, equal contents.
+    of the conversation, in any process: equal versions, equal contents. A
+    conversation deleted and made again under the same id continues above the
+    deleted one's last version (`ConversationInfo.first_version`), so no version
+    of an id is ever given out twice.
     """
 
     def ensure_conversation(

@@ -7,7 +7,8 @@
   (``_store_contract.py``).
 - `ServiceContract`: what the stateful service asks beyond that (recall's
   search, index housekeeping, the backend's job queue, build receipts, API keys,
-  deleting a conversation; ``_service_contract.py``).
+  deleting a conversation, versions that keep counting across it;
+  ``_service_contract.py``).
 - `JobsContract`: the rules every durable job queue must keep (``_jobs_contract.py``).
 
 A backend's test module subclasses a suite and says how to open what it tests;

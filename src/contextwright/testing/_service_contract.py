@@ -9,7 +9,9 @@ background summaries wait), and what the HTTP service adds: build receipts
 (`Backend.receipts`: newest first, pruned to the newest ``keep``, never a write
 of the conversation), API keys (`Backend.keys`) and deleting a conversation
 with everything stored under it (`ConversationLog.delete_conversation`), none
-of which ever reaches across tenants. Subclass it as `StoreContract` (``open_backend``).
+of which ever reaches across tenants, and whose versions keep counting across a
+delete (a conversation made again never repeats a version of the deleted one).
+Subclass it as `StoreContract` (``open_backend``).
 """
 
 from __future__ import annotations
@@ -295,6 +297,47 @@ class ServiceContract(Suite[Backend]):
         with raises(ContextwrightError, "tenant"):
             await log.delete_conversation("c", tenant="")
 
+    @scenario
+    async def test_versions_keep_counting_across_a_delete(
+        self, b: Backend, clock: ManualClock
+    ) -> None:
+        log = b.conversations
+        for n in range(3):
+            await log.append("c", [Message.user(f"first {n}")], tenant="t", user="u")
+        await b.pins.pin("c", "pinned", tenant="t")
+        v = await log.version("c", tenant="t")
+        first = await log.get_conversation("c", tenant="t")
+        assert first is not None
+        assert (first.version, first.first_version) == (v, 1)
+        assert await log.delete_conversation("c", tenant="t") is True
+        assert await log.version("c", tenant="t") == 0  # the deleted state
+        # made again (by anyone, by ensure or append): above the deleted one's versions,
+        # and on until they pass it, no version value comes back
+        made = await log.ensure_conversation("c", tenant="t", user="w")
+        assert (made.version, made.first_version, made.last_seq) == (v + 1, v + 1, 0)
+        seen = [v, made.version]
+        while seen[-1] <= 2 * v:
+            written = await log.append("c", [Message.user("again")], tenant="t", user="w")
+            seen.append(written.version)
+            assert await log.version("c", tenant="t") == written.version
+        assert seen == sorted(set(seen)), seen
+        assert seen[-1] > 2 * v
+        info = await log.get_conversation("c", tenant="t")
+        assert info is not None
+        assert (info.version, info.first_version) == (seen[-1], v + 1)
+        # deleted again, made again by an append: above the second one's last version
+        assert await log.delete_conversation("c", tenant="t") is True
+        third = await log.append("c", [Message.user("third")], tenant="t", user="u")
+        assert ([m.seq for m in third.value], third.version) == ([1], seen[-1] + 1)
+        info = await log.get_conversation("c", tenant="t")
+        assert info is not None
+        assert info.first_version == seen[-1] + 1
+        # another tenant's id, and another id, count from 1 as ever
+        other = await log.append("c", [Message.user("o")], tenant="o", user="u")
+        assert other.version == 1
+        d = await log.ensure_conversation("d", tenant="t", user="u")
+        assert (d.version, d.first_version) == (1, 1)
+
     if _HYPOTHESIS:
 
         @given(
@@ -315,6 +358,7 @@ class ServiceContract(Suite[Backend]):
         ) -> None:
             async def body(b: Backend, clock: ManualClock) -> None:
                 model: dict[tuple[str, str], tuple[str, list[str]]] = {}  # owner, texts
+                last: dict[tuple[str, str], int] = {}  # the newest version of each id
                 for n, (op, tenant, conv, user) in enumerate(ops):
                     key = (tenant, conv)
                     if op == "delete":
@@ -333,6 +377,9 @@ class ServiceContract(Suite[Backend]):
                     written = await call
                     texts.append(text)
                     assert [m.seq for m in written.value] == [len(texts)]
+                    # never a version of the id seen before, across deletes too
+                    assert written.version > last.get(key, 0)
+                    last[key] = written.version
                 for tenant in ("t1", "t2"):
                     for conv in ("a", "b"):
                         owner, texts = model.get((tenant, conv), ("", []))

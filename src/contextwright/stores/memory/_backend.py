@@ -90,7 +90,7 @@ class MemoryConversationLog:
         with self.s.lock:
             self.s.open(tenant)
             conv = self.s.ensure(conversation, tenant, user, meta)
-            if conv.version == 0:
+            if self.s.made(conv):
                 self.s.bump(conv)
             return conv.info()
 
@@ -125,8 +125,7 @@ class MemoryConversationLog:
         with self.s.lock:
             self.s.open(tenant)
             self.s.receipts.pop((tenant, conversation), None)
-            # everything else of it hangs off its `Conversation`
-            return self.s.conversations.pop((tenant, conversation), None) is not None
+            return self.s.delete(tenant, conversation)
 
     async def append(
         self,
@@ -186,7 +185,7 @@ class MemoryConversationLog:
             if new:
                 conv.updated_at = now
             self.s.put_refs(conv, now, [(out[i].seq or 0, c, k, t) for i, c, k, t in refs])
-            if new or refs or conv.version == 0:
+            if new or refs or self.s.made(conv):
                 self.s.bump(conv)
             return Written(out, conv.version)
 

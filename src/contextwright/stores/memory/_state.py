@@ -1,7 +1,8 @@
 """The state of the in-memory backend: conversations in plain dicts, and one lock.
 
 `MemoryState` holds every tenant's conversations keyed by ``(tenant, id)``, the
-receipts and API keys, the clock, the id counters, and the lock every role of
+last version of each deleted one (a conversation made again continues above it),
+the receipts and API keys, the clock, the id counters, and the lock every role of
 `MemoryBackend` (``_backend.py``, ``_roles.py``, ``_service.py``) takes around a call. A call
 does its checks first and its changes after, with no ``await`` in between, so a
 rejected call changes nothing and no two calls interleave. Stored messages are
@@ -60,7 +61,8 @@ class Conversation:
     created_at: float
     updated_at: float
     metadata: dict[str, Any]
-    version: int = 0
+    version: int = 0  # made and not yet registered: the version before its creation
+    first_version: int = 1
     messages: list[Stored] = field(default_factory=list)  # messages[i].seq == i + 1
     ids: dict[str, int] = field(default_factory=dict)  # message id -> seq
     token_total: int = 0
@@ -73,7 +75,7 @@ class Conversation:
         return ConversationInfo(
             self.id, self.tenant, self.user, self.created_at, self.updated_at,
             len(self.messages), len(self.messages), self.token_total, dict(self.metadata),
-            self.version,
+            self.version, self.first_version,
         )  # fmt: skip
 
 
@@ -117,6 +119,8 @@ class MemoryState:
         self.lock = threading.Lock()
         self.conversations: dict[tuple[str, str], Conversation] = {}
         self.ids = itertools.count(1)  # compaction and pin ids, never reused
+        # the last version of each deleted conversation: one made again continues above it
+        self.retired: dict[tuple[str, str], int] = {}
         # the service's roles (``_service.py``): receipts by (tenant, conversation) as
         # (id, at, JSON text), oldest first, whether the conversation exists or not;
         # keys by id, in the order they were created
@@ -160,14 +164,29 @@ class MemoryState:
     def ensure(
         self, conversation: str, tenant: str, user: str, metadata: dict[str, Any]
     ) -> Conversation:
-        """The conversation (not yet registered if new: version 0); another user's raises."""
+        """The conversation; another user's raises. A new one is not registered (`made`)
+        until its first `bump`, and its versions continue above a deleted one's."""
         conv = self.find(tenant, conversation)
         if conv is not None:
             if conv.user != user:
                 raise not_owner(conversation, tenant, user)
             return conv
         now = self.now()
-        return Conversation(tenant, conversation, user, now, now, metadata)
+        before = self.retired.get((tenant, conversation), 0)
+        return Conversation(tenant, conversation, user, now, now, metadata, before, before + 1)
+
+    def made(self, conv: Conversation) -> bool:
+        """Whether ``conv`` (from `ensure`) is new: made by this call, not yet registered."""
+        return self.conversations.get((conv.tenant, conv.id)) is not conv
+
+    def delete(self, tenant: str, conversation: str) -> bool:
+        """Drop the conversation (all of it hangs off it), keeping its last version."""
+        conv = self.conversations.pop((tenant, conversation), None)
+        if conv is None:
+            return False
+        key = (tenant, conversation)
+        self.retired[key] = max(self.retired.get(key, 0), conv.version)
+        return True
 
     def bump(self, conv: Conversation) -> int:
         self.conversations[(conv.tenant, conv.id)] = conv

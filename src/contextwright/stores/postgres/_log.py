@@ -15,7 +15,8 @@ semantics and the same checks (``sqlite/_rows.py``, before anything is sent).
   the lock and the read of the ids already stored go in one flight (the read
   runs after the lock is granted, so it sees every append committed before);
   the inserts, the update and ``COMMIT`` in the next. Making the conversation
-  costs one more; racing another writer to make it, a re-read.
+  costs one more (the row, and its versions set above those of a conversation of
+  its id deleted before: `CONTINUE`); racing another writer to make it, a re-read.
 - **Reads** are single statements (autocommit), or bounded by the ``last_seq``
   read first (messages are immutable but for their counts), so a read never
   sees half of an append.
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 MSG_COLUMNS = "m.seq, m.tokens, m.counter, m.id, m.role, m.created_at, m.name, m.metadata, m.parts"
 CONV_COLUMNS = (
     "tenant, id, owner, created_at, updated_at, last_seq, message_count, token_total, metadata, "
-    "version"
+    "version, first_version"
 )
 IN_CONV = "JOIN conversations c ON c.cid = m.cid WHERE c.tenant = %s AND c.id = %s"
 TSV = "to_tsvector('contextwright.cw_text', NULLIF(%s, ''))"
@@ -49,6 +50,19 @@ KNOWN = f"SELECT {MSG_COLUMNS} FROM messages m {IN_CONV} AND m.id = ANY(%s)"
 LOCK = (
     "SELECT cid, last_seq, owner, version FROM conversations WHERE tenant = %s AND id = %s "
     "FOR UPDATE"
+)
+# Sent right after the insert that makes a conversation: starts it above the last
+# version of the conversation of its id deleted before (m009), returning the version
+# before its creation (no row: none was deleted). Only the row this transaction just
+# made has version 0 (every creation bumps it before committing), so a conversation
+# another writer made first is left alone. A statement of its own, not part of the
+# insert: an insert that met a row being deleted waited for that delete to commit,
+# and only a statement begun after it sees the version it retired (read committed
+# takes a snapshot per statement).
+CONTINUE = (
+    "UPDATE conversations c SET version = r.version, first_version = r.version + 1 "
+    "FROM retired_versions r WHERE c.tenant = %s AND c.id = %s AND c.version = 0 "
+    "AND r.tenant = c.tenant AND r.id = c.id RETURNING c.version"
 )
 
 
@@ -67,34 +81,36 @@ async def lock(
 async def ensure(
     self: PostgresBackend, conn: Any, conversation: str, tenant: str, user: str, metadata: str,
     sent: Any = None,
-) -> tuple[int, int, int, bool]:  # fmt: skip
-    """(cid, last_seq, version, raced), the row locked, created for ``user`` if new.
+) -> tuple[int, int, int, bool, bool]:  # fmt: skip
+    """(cid, last_seq, version, raced, made), the row locked, created for ``user`` if new.
 
-    Another user's conversation raises. One created here has version 0: the
-    caller's write bumps it. ``sent`` as for `lock`; ``raced``: the conversation
-    was created by another writer after the first lock found none, so what was
-    read before this returned (queued after ``sent``) must be read again.
+    Another user's conversation raises. One created here (``made``) has the
+    version before its creation (`CONTINUE`): the caller's write bumps it.
+    ``sent`` as for `lock`; ``raced``: the conversation was created by another
+    writer after the first lock found none, so what was read before this
+    returned (queued after ``sent``) must be read again.
     """
     row = await lock(conn, tenant, conversation, sent)
-    if row is None:
+    raced = False
+    while row is None:
         now = self.now()
-        cur = await conn.execute(
+        inserting = await conn.execute(
             "INSERT INTO conversations (tenant, id, owner, created_at, updated_at, metadata) "
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, id) DO NOTHING RETURNING cid",
             (tenant, conversation, user, now, now, metadata),
         )
-        made = await cur.fetchone()
-        if made is not None:
-            return made[0], 0, 0, False
-        row = await lock(conn, tenant, conversation)  # created meanwhile by another writer
-        assert row is not None
+        continuing = await conn.execute(CONTINUE, (tenant, conversation))  # same flight
+        created, continued = await inserting.fetchone(), await continuing.fetchone()
+        if created is not None:
+            before = 0 if continued is None else int(continued[0])
+            return created[0], 0, before, raced, True
+        # created meanwhile by another writer (and, if none is found, deleted again since)
+        row = await lock(conn, tenant, conversation)
         raced = True
-    else:
-        raced = False
     cid, last, owner, version = row
     if owner != user:
         raise not_owner(conversation, tenant, user)
-    return cid, last, version, raced
+    return cid, last, version, raced, False
 
 
 async def resolve(conn: Any, tenant: str, conversation: str) -> tuple[int, int, int]:
@@ -130,8 +146,8 @@ async def ensure_conversation(
     _rows.name(user, "user")
     meta = _rows.dumps(dict(metadata or {}), "metadata")
     async with self.transaction(tenant) as conn:
-        cid, _, version, _ = await ensure(self, conn, conversation, tenant, user, meta)
-        if version == 0:
+        cid, _, _, _, made = await ensure(self, conn, conversation, tenant, user, meta)
+        if made:
             await bump(conn, cid)
         cur = await conn.execute(f"SELECT {CONV_COLUMNS} FROM conversations WHERE cid = %s", (cid,))
         row = await cur.fetchone()
@@ -199,7 +215,7 @@ async def append(
         locking = await conn.execute(LOCK, (tenant, conversation))
         stored = await conn.execute(KNOWN, (tenant, conversation, ids)) if batch else None
         found = await ensure(self, conn, conversation, tenant, user, "{}", locking)
-        cid, seq, version, raced = found
+        cid, seq, version, raced, made = found
         known: dict[str, Sequence[Any]] = {}
         if stored is not None:
             if raced:
@@ -244,7 +260,7 @@ async def append(
             elif dl:
                 text_docs, text_len = text_docs + 1, text_len + dl
             out.append(msg)
-        changed = bool(new or refs) or version == 0
+        changed = bool(new or refs or made)
         if changed:
             version += 1
         if new:

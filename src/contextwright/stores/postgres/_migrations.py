@@ -24,7 +24,7 @@ from ._connect import SCHEMA, check_url, psycopg, redact, translated
 from ._schema_jobs import M003_JOBS
 from ._schema_log import M002_CONVERSATIONS, M007_MESSAGE_SEARCH_SCOPE
 from ._schema_memory import M004_MEMORY, M005_KNOWLEDGE, M006_MEMORY_FILLFACTOR
-from ._schema_service import M008_SERVICE
+from ._schema_service import M008_SERVICE, M009_RETIRED_VERSIONS
 
 __all__ = ["MIGRATIONS", "PgMigration", "check_schema", "migrate", "migrate_url"]
 
@@ -50,6 +50,7 @@ MIGRATIONS: tuple[PgMigration, ...] = (
     PgMigration("m006_memory_fillfactor", M006_MEMORY_FILLFACTOR),
     PgMigration("m007_message_search_scope", M007_MESSAGE_SEARCH_SCOPE),
     PgMigration("m008_service", M008_SERVICE),
+    PgMigration("m009_versions_across_deletes", M009_RETIRED_VERSIONS),
 )
 
 _NO_VECTOR = (

@@ -1,4 +1,4 @@
-"""DDL of the service's tables (migration m008): see `_migrations.py` for the rules.
+"""DDL of the service's tables (migrations m008 and m009): see `_migrations.py` for the rules.
 
 The tables mirror the SQLite store's m010 (``sqlite/_schema.py``):
 
@@ -16,6 +16,12 @@ Deleting a conversation needs no DDL here: every table of m002 hangs off
 ``conversations`` with ``ON DELETE CASCADE``, the search vectors (and m007's
 scoped GIN entries) are columns of ``messages``, and a ``cid`` is an identity,
 never given out twice.
+
+m009 (as the SQLite m011) keeps versions counting across a delete:
+``retired_versions`` holds per ``(tenant, id)`` of a deleted conversation its last
+``version`` (a number, nothing of its content), and ``conversations.first_version``
+the version a conversation's creation left (`ConversationInfo.first_version`): 1,
+or one above the retired version. Rows made before m009 get 1.
 """
 
 M008_SERVICE = """
@@ -38,4 +44,14 @@ CREATE TABLE api_keys (
     made bigint GENERATED ALWAYS AS IDENTITY
 );
 CREATE INDEX api_keys_by_tenant ON api_keys (tenant, created_at, made);
+"""
+
+M009_RETIRED_VERSIONS = """
+CREATE TABLE retired_versions (
+    tenant text NOT NULL,
+    id text NOT NULL,
+    version bigint NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+ALTER TABLE conversations ADD COLUMN first_version bigint NOT NULL DEFAULT 1;
 """

@@ -8,9 +8,11 @@ The tables are m008's (``_schema_service.py``).
 `delete_conversation` deletes the ``conversations`` row, which takes every row
 hanging off it with it (``ON DELETE CASCADE``: messages with their search
 vectors and GIN entries, summaries, compactions, working memory, pins), and the
-conversation's receipts, in one transaction. Deleting the row waits for the
-row lock an append holds, so an append either commits before (and is deleted)
-or finds no conversation after and starts a new one at seq 1. The deleted
+conversation's receipts, in one transaction, and keeps the row's last version
+(m009 ``retired_versions``): a conversation made again under the id continues
+above it (``_log.py`` `CONTINUE`). Deleting the row waits for the row lock an
+append holds, so an append either commits before (and is deleted) or finds no
+conversation after and starts a new one at seq 1, above the deleted version. The deleted
 tuples stay on disk until VACUUM reclaims them (autovacuum does); no query sees
 them meanwhile.
 """
@@ -46,13 +48,20 @@ async def delete_conversation(self: PostgresBackend, conversation: str, *, tenan
     _rows.name(conversation, "conversation")
     async with self.transaction(tenant) as conn:
         cur = await conn.execute(
-            "DELETE FROM conversations WHERE tenant = %s AND id = %s RETURNING cid",
+            "DELETE FROM conversations WHERE tenant = %s AND id = %s RETURNING version",
             (tenant, conversation),
         )
         gone = await cur.fetchone()
         await conn.execute(
             "DELETE FROM receipts WHERE tenant = %s AND conversation = %s", (tenant, conversation)
         )
+        if gone is not None:  # one made again under this id continues above it (m009)
+            await conn.execute(
+                "INSERT INTO retired_versions (tenant, id, version) VALUES (%s, %s, %s) "
+                "ON CONFLICT (tenant, id) DO UPDATE "
+                "SET version = greatest(retired_versions.version, excluded.version)",
+                (tenant, conversation, gone[0]),
+            )
     return gone is not None
 
 

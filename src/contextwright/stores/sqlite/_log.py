@@ -42,11 +42,13 @@ def ensure(
     tenant: str,
     user: str,
     metadata: str,
-) -> tuple[int, int, int]:
-    """(cid, last_seq, version), creating the conversation for ``user``; another user's raises.
+) -> tuple[int, int, int, bool]:
+    """(cid, last_seq, version, made), creating the conversation for ``user``; another user's raises.
 
-    A conversation created here has version 0: the caller's write bumps it
-    (once per call, creation included).
+    A conversation created here (``made``) has the version before its creation:
+    0, or the last version of the conversation of this id deleted before it
+    (m011), so that its versions continue above that one's. The caller's write
+    bumps it (once per call, creation included).
     """
     row = conn.execute(
         "SELECT cid, last_seq, user, version FROM conversations WHERE tenant = ? AND id = ?",
@@ -55,19 +57,23 @@ def ensure(
     if row is not None:
         if row[2] != user:
             raise not_owner(conversation, tenant, user)
-        return row[0], row[1], row[3]
+        return row[0], row[1], row[3], False
     # above every cid ever given out, a deleted conversation's too (m010)
     (cid,) = conn.execute(
         "SELECT max(coalesce((SELECT max(cid) FROM conversations), 0), "
         "coalesce((SELECT max(cid) FROM retired_cids), 0)) + 1"
     ).fetchone()
+    retired = conn.execute(
+        "SELECT version FROM retired_versions WHERE tenant = ? AND id = ?", (tenant, conversation)
+    ).fetchone()
+    before = retired[0] if retired is not None else 0
     now = self.clock()
     conn.execute(
-        "INSERT INTO conversations (tenant, id, cid, user, created_at, updated_at, metadata) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (tenant, conversation, cid, user, now, now, metadata),
+        "INSERT INTO conversations (tenant, id, cid, user, created_at, updated_at, metadata, "
+        "version, first_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (tenant, conversation, cid, user, now, now, metadata, before, before + 1),
     )
-    return cid, 0, 0
+    return cid, 0, before, True
 
 
 def append(
@@ -147,7 +153,7 @@ def _append(
     batch = _rows.prepare_messages(messages, tokens)
     refs = _rows.readback_refs(readback, batch)
     with self._tx(True, tenant) as conn:
-        cid, seq, version = ensure(self, conn, conversation, tenant, user, "{}")
+        cid, seq, version, made = ensure(self, conn, conversation, tenant, user, "{}")
         # Rows already stored under the batch's ids (retries), then the batch's own.
         known: dict[str, Sequence[Any]] = {}
         if seq and batch:
@@ -195,7 +201,7 @@ def _append(
                 if counter:
                     msg._token_cache[counter] = n  # as _rows.message does for read
             out.append(msg)
-        changed = bool(new or refs) or version == 0  # version 0: created just now
+        changed = bool(new or refs or made)
         if changed:
             version += 1
         if new:

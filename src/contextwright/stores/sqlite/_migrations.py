@@ -9,7 +9,8 @@ file at once apply it exactly once (the second re-checks under the write lock); 
 file that records a migration this version does not know is refused (`SchemaError`).
 Released migrations are never edited; a change is a new function (simonw/llm's way).
 Since m010 a conversation can be deleted (`SQLiteStore.delete_conversation`, a
-user's request to be forgotten), with everything stored under it.
+user's request to be forgotten), with everything stored under it; since m011 one
+made again under its id continues above its last version.
 
 The schema ``m001_initial`` creates (why each table looks the way it does):
 
@@ -84,8 +85,8 @@ dimension of its vectors, written with the first vector; stores refuse another.
 source; re-ingesting a source replaces its chunks), ``knowledge_fts`` and
 ``knowledge_vectors`` on the same plan as the memory tables.
 
-The statements of m001-m003 and m010 are in ``_schema.py``, with what m010's
-tables (receipts, API keys, retired ``cid``s) are for.
+The statements of m001-m003, m010 and m011 are in ``_schema.py``, with what m010's
+tables (receipts, API keys, retired ``cid``s) and m011's (retired versions) are for.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..._errors import ConfigError, SchemaError
-from ._schema import M001_INITIAL, M002_MEMORY, M003_KNOWLEDGE, M010_SERVICE
+from ._schema import M001_INITIAL, M002_MEMORY, M003_KNOWLEDGE, M010_SERVICE, M011_RETIRED_VERSIONS
 
 __all__ = [
     "MIGRATIONS",
@@ -113,6 +114,7 @@ __all__ = [
     "m008_conversation_version",
     "m009_user_count",
     "m010_service",
+    "m011_versions_across_deletes",
     "migration",
 ]
 
@@ -283,6 +285,20 @@ def m010_service(conn: sqlite3.Connection) -> None:
     takes a ``cid`` above every one ever given out. See ``_schema.py``.
     """
     for statement in M010_SERVICE:
+        conn.execute(statement)
+
+
+@migration
+def m011_versions_across_deletes(conn: sqlite3.Connection) -> None:
+    """A deleted conversation's last version, kept by id, above which one made again starts.
+
+    ``retired_versions`` and ``conversations.first_version`` (see ``_schema.py``):
+    without them a conversation made again after a delete restarted at version 1,
+    and a process whose cache of the deleted one was current at the version the
+    new one reached took that cache for current. Existing conversations keep their
+    versions and get ``first_version`` 1.
+    """
+    for statement in M011_RETIRED_VERSIONS:
         conn.execute(statement)
 
 

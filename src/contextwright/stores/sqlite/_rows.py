@@ -29,7 +29,7 @@ MAX_SEQ = 2**63 - 1
 EVERY_TENANT = object()
 CONV_COLUMNS = (
     "tenant, id, user, created_at, updated_at, last_seq, message_count, token_total, metadata, "
-    "version"
+    "version, first_version"
 )
 MSG_COLUMNS = "m.seq, m.tokens, m.counter, m.id, m.role, m.created_at, m.name, m.metadata, m.parts"
 # How an image is charged when estimating an uncounted message: the allowance
@@ -131,10 +131,11 @@ def estimate(tokens: int | None, size: int, role: str = "") -> int:
 
 
 def conversation_info(row: Sequence[Any]) -> ConversationInfo:
-    tenant, conversation, user, created, updated, last, n, total, meta, version = row
+    tenant, conversation, user, created, updated, last, n, total, meta, version, first = row
     return ConversationInfo(
-        conversation, tenant, user, created, updated, last, n, total, json.loads(meta), version
-    )
+        conversation, tenant, user, created, updated, last, n, total, json.loads(meta), version,
+        first,
+    )  # fmt: skip
 
 
 def message(row: Sequence[Any]) -> Message:

@@ -24,11 +24,23 @@ once revoked, when. ``api_keys_by_tenant`` lists a tenant's keys oldest first.
 ``cid`` is never given out twice: the full-text index's rowids carry it
 (``_fts.py``), and an index entry that outlived its conversation could never be
 attributed to another one.
+
+``M011_RETIRED_VERSIONS`` (``m011_versions_across_deletes``) makes a
+conversation's versions keep counting across a delete:
+
+``retired_versions`` — per ``(tenant, id)`` of a deleted conversation, its last
+``version`` (a number, nothing of its content). A conversation made again under
+that id starts above it, so no version of an id is given out twice and a cache
+of the deleted conversation, in any process, is never taken for current.
+
+``conversations.first_version`` — the version the conversation's creation left
+(`ConversationInfo.first_version`): 1, or one above the retired version. Rows
+made before m011 get 1 (their ids had versions from 1 too).
 """
 
 from __future__ import annotations
 
-__all__ = ["M001_INITIAL", "M002_MEMORY", "M003_KNOWLEDGE", "M010_SERVICE"]
+__all__ = ["M001_INITIAL", "M002_MEMORY", "M003_KNOWLEDGE", "M010_SERVICE", "M011_RETIRED_VERSIONS"]
 
 M001_INITIAL = (
     """
@@ -248,4 +260,16 @@ M010_SERVICE = (
     """,
     "CREATE INDEX api_keys_by_tenant ON api_keys (tenant, created_at)",
     "CREATE TABLE retired_cids (cid INTEGER PRIMARY KEY)",
+)
+
+M011_RETIRED_VERSIONS = (
+    """
+    CREATE TABLE retired_versions (
+        tenant  TEXT NOT NULL,
+        id      TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (tenant, id)
+    ) WITHOUT ROWID
+    """,
+    "ALTER TABLE conversations ADD COLUMN first_version INTEGER NOT NULL DEFAULT 1",
 )

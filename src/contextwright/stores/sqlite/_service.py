@@ -10,7 +10,8 @@ the conversation's rows from every table that holds them — the full-text index
 (``_fts.py`` `unindex`: a contentless index forgets a row only when told its
 text), ``messages``, ``summaries``, ``compactions``, ``working_memory``,
 ``pinned``, ``receipts`` and the ``conversations`` row — and retires its ``cid``
-(never given out again), in one write transaction. Queued jobs are the job
+(never given out again) and its last version (m011: a conversation made again
+under the id continues above it), in one write transaction. Queued jobs are the job
 queue's, keyed by the conversation's id: they run later and find nothing.
 """
 
@@ -58,12 +59,12 @@ def delete_conversation(self: SQLiteStore, conversation: str, *, tenant: str) ->
             "DELETE FROM receipts WHERE tenant = ? AND conversation = ?", (tenant, conversation)
         )
         row = conn.execute(
-            "SELECT cid, fts_seq FROM conversations WHERE tenant = ? AND id = ?",
+            "SELECT cid, fts_seq, version FROM conversations WHERE tenant = ? AND id = ?",
             (tenant, conversation),
         ).fetchone()
         if row is None:
             return False
-        cid, indexed = row
+        cid, indexed, version = row
         cursor = conn.execute(
             f"SELECT {MSG_COLUMNS} FROM messages m WHERE m.cid = ? AND m.seq <= ? ORDER BY m.seq",
             (cid, indexed),
@@ -75,6 +76,12 @@ def delete_conversation(self: SQLiteStore, conversation: str, *, tenant: str) ->
         conn.execute("DELETE FROM conversations WHERE cid = ?", (cid,))
         conn.execute("INSERT OR IGNORE INTO retired_cids (cid) VALUES (?)", (cid,))
         conn.execute("DELETE FROM retired_cids WHERE cid < (SELECT max(cid) FROM retired_cids)")
+        # one made again under this id continues above its last version (m011)
+        conn.execute(
+            "INSERT INTO retired_versions (tenant, id, version) VALUES (?, ?, ?) "
+            "ON CONFLICT (tenant, id) DO UPDATE SET version = max(version, excluded.version)",
+            (tenant, conversation, version),
+        )
     return True
 
 

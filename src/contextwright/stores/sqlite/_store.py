@@ -200,8 +200,8 @@ class SQLiteStore:
         _rows.name(user, "user")
         meta = _rows.dumps(dict(metadata or {}), "metadata")
         with self._tx(True, tenant) as conn:
-            cid, _, version = _log.ensure(self, conn, conversation, tenant, user, meta)
-            if version == 0:  # created by this call
+            cid, _, _, made = _log.ensure(self, conn, conversation, tenant, user, meta)
+            if made:
                 _rows.bump(conn, cid)
             row = conn.execute(
                 f"SELECT {CONV_COLUMNS} FROM conversations WHERE tenant = ? AND id = ?",
