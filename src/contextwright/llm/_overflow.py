@@ -138,9 +138,9 @@ def read_overflow(error: Any) -> ContextOverflow | None:
             found = _from_body(body) if isinstance(body, Mapping) else None
             if found is None:
                 code = getattr(error, "code", None)
-                text = getattr(error, "message", None)
+                said = getattr(error, "message", None)
                 found = _from_text(
-                    text if isinstance(text, str) else str(error),
+                    said if isinstance(said, str) else str(error),
                     code if isinstance(code, str) else None,
                 )
             if found is not None:

@@ -19,6 +19,7 @@ a context-length error is raised again unchanged.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -177,7 +178,9 @@ async def rebuild_after_overflow(
     first = await build(budget=bud, correction=correction)
     target, new, sample = retry_plan(overflow, first, correction, budget)
     if sample is not None and learn is not None:
-        learn(sample)
+        learned = learn(sample)
+        if inspect.isawaitable(learned):  # the stateful mode keeps it in its store
+            await learned
     again = Budget(total=target, shares=bud.shares)
     built = await build(budget=again, correction=Correction(key=new.key))
     report = built.report
