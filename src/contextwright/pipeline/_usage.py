@@ -83,7 +83,7 @@ def corrected_budget(bud: Budget, correction: Correction) -> Budget:
 
 def write_usage(report: ContextReport, correction: Correction, budget: int) -> None:
     """The receipt's ``usage``: the factor, raw and corrected totals, the provider's budget."""
-    if correction.samples == 0 and correction.factor == 1.0 and report.overflow is None:
+    if correction.samples == 0 and correction.factor == 1.0 and correction.offset == 0.0:
         return
     report.usage = {
         **correction.to_dict(),
