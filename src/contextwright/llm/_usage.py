@@ -4,9 +4,9 @@
 tokens it counted, whatever the shape:
 
 * OpenAI Chat Completions — ``usage.prompt_tokens`` (cached tokens included;
-  ``prompt_tokens_details.cached_tokens`` says how many were cached);
+  ``prompt_tokens_details`` says how many were read from the cache, and written);
 * OpenAI Responses — ``usage.input_tokens`` (cached included;
-  ``input_tokens_details.cached_tokens``);
+  ``input_tokens_details.cached_tokens`` and ``cache_write_tokens``);
 * Anthropic Messages — ``usage.input_tokens`` counts only the tokens after the last
   cache breakpoint: the request's input is ``input_tokens +
   cache_creation_input_tokens + cache_read_input_tokens``;
@@ -38,7 +38,7 @@ class ProviderUsage:
 
     ``input_tokens`` is the whole input the provider counted (cached and cache-written
     tokens included, for every provider); ``cached_tokens`` of them were read from its
-    prompt cache, ``cache_write_tokens`` were written to it (Anthropic). ``shape`` says
+    prompt cache, ``cache_write_tokens`` were written to it. ``shape`` says
     which provider's usage object it was read from.
     """
 
@@ -82,6 +82,13 @@ def _has(obj: Any, name: str) -> bool:
     return _get(obj, name) not in (_MISSING, None)
 
 
+def _cache(details: Any, where: str) -> tuple[int, int]:
+    """(cached, cache-written) tokens of OpenAI's prompt or input token details."""
+    if details in (_MISSING, None):
+        return 0, 0
+    return _count(details, "cached_tokens", where), _count(details, "cache_write_tokens", where)
+
+
 def read_usage(usage: Any) -> ProviderUsage:
     """The input tokens a provider reported, from its usage object, dict or whole response."""
     if isinstance(usage, ProviderUsage):
@@ -97,17 +104,12 @@ def read_usage(usage: Any) -> ProviderUsage:
     if inner not in (_MISSING, None) and not _has(usage, "prompt_tokens"):
         usage, where = inner, "usage.usage"
     if _has(usage, "prompt_tokens"):  # OpenAI Chat Completions
-        details = _get(usage, "prompt_tokens_details")
-        cached = 0 if details in (_MISSING, None) else _count(details, "cached_tokens", where)
+        read, write = _cache(_get(usage, "prompt_tokens_details"), where)
         out = _get(usage, "completion_tokens")
         return ProviderUsage(
-            _count(usage, "prompt_tokens", where, required=True),
-            cached_tokens=cached,
-            output_tokens=_count(usage, "completion_tokens", where)
-            if out is not _MISSING
-            else None,
-            shape="openai",
-        )
+            _count(usage, "prompt_tokens", where, required=True), read, write,
+            _count(usage, "completion_tokens", where) if out is not _MISSING else None, "openai",
+        )  # fmt: skip
     if not _has(usage, "input_tokens"):
         raise InvalidMessageError(
             where, "has neither prompt_tokens (OpenAI Chat) nor input_tokens (Responses, Anthropic)"
@@ -124,7 +126,7 @@ def read_usage(usage: Any) -> ProviderUsage:
         return ProviderUsage(base + write + read, read, write, output, "anthropic")
     details = _get(usage, "input_tokens_details")
     if details not in (_MISSING, None):  # OpenAI Responses
-        return ProviderUsage(base, _count(details, "cached_tokens", where), 0, output, "responses")
+        return ProviderUsage(base, *_cache(details, where), output, "responses")
     details = _get(usage, "input_token_details")  # LangChain: input_tokens is the whole input
     if details not in (_MISSING, None):
         read = _count(details, "cache_read", where)
