@@ -48,8 +48,9 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
+        kinds = ("text", "input_text", "output_text")
         return "\n".join(
-            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in kinds
         )
     return ""
 
@@ -62,8 +63,12 @@ class OpenAIChat:
     count: Count
 
     def tokens(self, built: BuiltContext) -> int:
+        return self.tokens_of(built.render("openai"))
+
+    def tokens_of(self, messages: Sequence[dict[str, Any]]) -> int:
+        """The tokens of a Chat Completions ``messages`` list (or a Responses ``input``)."""
         n = 3  # every reply is primed with <|start|>assistant<|message|>
-        for m in built.render("openai"):
+        for m in messages:
             n += 3 + self.count(m["role"]) + self.count(_text(m.get("content")))
             if m.get("name"):
                 n += 1 + self.count(m["name"])
@@ -81,7 +86,10 @@ class AnthropicLike:
     count: Count
 
     def tokens(self, built: BuiltContext) -> int:
-        req = built.render("anthropic")
+        return self.tokens_of(built.render("anthropic"))
+
+    def tokens_of(self, req: dict[str, Any]) -> int:
+        """The tokens of an Anthropic request's ``system`` and ``messages``."""
         n = 3
         for block in req.get("system") or []:
             n += 3 + self.count(block.get("text", ""))

@@ -2,7 +2,7 @@
 
 A build is fitted to the budget by the engine's count corrected by what providers
 reported for earlier requests (`Correction`, learnt in `tokens._correction`):
-`corrected_budget` gives the budget in the engine's own count (``budget / factor``),
+`corrected_budget` gives the budget in the engine's own count (what corrects to it),
 and `write_usage` puts the correction into the receipt (``report.usage``: the
 factor, the raw and corrected totals, the provider's budget). The receipt's
 ``budget`` and ``used`` stay in the engine's count, so ``used <= budget`` holds as
@@ -12,8 +12,10 @@ always; ``usage.corrected <= usage.budget`` is the promise about the provider's 
 (`llm.read_overflow`): it rebuilds the same request once at the current budget to
 learn what the engine counted for it, then again with the budget cut to what the
 error reports — the engine's count times ``input limit / reported tokens``, less a
-3 % margin — and says so in the receipt (``report.overflow``). An error that is not
-a context-length error is raised again unchanged.
+3 % margin (`retry_plan`; without numbers, a fifth less) — and says so in the receipt
+(``report.overflow``, ``report.usage``, a warning). The error's numbers are a sample
+like a usage (the caller's ``learn``). An error that is not a context-length error
+is raised again unchanged.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "correction_for",
     "learn_usage",
     "overflow_or_raise",
+    "provider_budget",
     "rebuild_after_overflow",
     "rebuild_for",
     "sample_of",
@@ -49,7 +52,7 @@ __all__ = [
 
 # what a rebuild after an overflow leaves below the provider's limit
 RETRY_MARGIN = 0.03
-# with no numbers in the error (OpenAI Responses), the budget a rebuild gets
+# with no limit in the error (OpenAI Responses), the share of its count a rebuild gets
 NO_NUMBERS_CUT = 0.8
 
 
@@ -73,9 +76,16 @@ def correction_for(engine: ContextEngine, correction: Correction | float | None)
     return Correction(float(correction), 0, key, exact, why="given")
 
 
+def provider_budget(bud: Budget, correction: Correction) -> int:
+    """The input tokens the provider may get: the budget, within a limit it reported."""
+    limit = correction.limit
+    return min(bud.input_tokens, limit) if limit else bud.input_tokens
+
+
 def corrected_budget(bud: Budget, correction: Correction) -> Budget:
-    """``bud`` in the engine's own count: what, corrected, stays within ``bud``."""
-    fitted = correction.fit(bud.input_tokens)
+    """``bud`` in the engine's own count: what, corrected, stays within ``bud`` (and the
+    provider's reported limit)."""
+    fitted = correction.fit(provider_budget(bud, correction))
     if fitted == bud.input_tokens:
         return bud
     return Budget(total=fitted, shares=bud.shares)
@@ -85,6 +95,8 @@ def write_usage(report: ContextReport, correction: Correction, budget: int) -> N
     """The receipt's ``usage``: the factor, raw and corrected totals, the provider's budget."""
     if correction.samples == 0 and correction.factor == 1.0 and correction.offset == 0.0:
         return
+    if correction.limit:
+        budget = min(budget, correction.limit)
     report.usage = {
         **correction.to_dict(),
         "raw": report.used,
@@ -126,35 +138,34 @@ def overflow_or_raise(error: object) -> ContextOverflow:
 
 def retry_plan(
     overflow: ContextOverflow, first: BuiltContext, correction: Correction, budget: int
-) -> tuple[int, Correction, UsageSample | None]:
+) -> tuple[int, Correction, UsageSample]:
     """(the budget in the engine's count, the correction, the sample) of the rebuild.
 
     ``first`` is the request rebuilt at the budget that overflowed; ``budget`` the
-    provider's budget it was fitted to.
+    provider's budget it was fitted to. An error without the provider's count still
+    teaches a sample: at least the limit plus one, and 5 % more than the corrected
+    count; with no limit either, a quarter more than the corrected count (so that
+    errors in a row cut deeper and deeper).
     """
-    used = first.report.used
-    fitted = first.report.budget
-    sample = None
+    used = max(1, first.report.used)
     limit = overflow.input_limit
-    if overflow.reported and used > 0:
-        sample = UsageSample(used, overflow.reported, "overflow")
-        ratio = overflow.reported / used
-        factor = max(correction.factor, ratio * (1 + MARGIN))
-        room = min(budget, limit) if limit else budget
-        target = math.floor(room / ratio * (1 - RETRY_MARGIN)) if limit else used
-        if not limit:  # a count but no limit: a fifth less than what overflowed
-            target = math.floor(used * NO_NUMBERS_CUT)
-    elif limit:  # a limit but no count: the current factor, within the limit
-        factor = correction.factor
-        target = min(correction.fit(min(budget, limit)), math.floor(used * (1 - RETRY_MARGIN)))
-    else:  # nothing to go by (OpenAI Responses): a fifth less than what overflowed
-        factor = correction.factor
-        target = math.floor(used * NO_NUMBERS_CUT)
-    target = max(1, min(target, fitted, used - 1 if used > 1 else 1))
-    why = f"overflow: the provider counted {overflow.reported or '?'} of {limit or '?'}"
+    reported = overflow.reported
+    if reported is None:
+        guess = correction.apply(used)
+        reported = max(limit + 1, math.ceil(guess * 1.05)) if limit else math.ceil(guess * 1.25)
+    sample = UsageSample(used, max(1, reported), "overflow", limit=limit)
+    ratio = sample.ratio
+    room = min(budget, limit) if limit else math.floor(sample.reported * NO_NUMBERS_CUT)
+    room = min(room, correction.limit) if correction.limit else room
+    target = math.floor(room / ratio * (1 - RETRY_MARGIN))
+    if correction.exact:  # never more than the room by its own count
+        target = min(target, room)
+    target = max(1, min(target, first.report.budget, used - 1 if used > 1 else 1))
+    said = f"{overflow.reported if overflow.reported else '?'} of {limit or '?'}"
     new = Correction(
-        factor, correction.samples + (sample is not None), correction.key, correction.exact,
-        sample.ratio if sample else correction.last_ratio, why,
+        ratio * (1 + MARGIN), correction.samples + 1, correction.key,
+        correction.exact, ratio, f"overflow: the provider counted {said}",
+        limit=min(limit, correction.limit or limit) if limit else correction.limit,
     )  # fmt: skip
     return target, new, sample
 
@@ -177,7 +188,7 @@ async def rebuild_after_overflow(
     budget = bud.input_tokens
     first = await build(budget=bud, correction=correction)
     target, new, sample = retry_plan(overflow, first, correction, budget)
-    if sample is not None and learn is not None:
+    if learn is not None:
         learned = learn(sample)
         if inspect.isawaitable(learned):  # the stateful mode keeps it in its store
             await learned
@@ -194,7 +205,7 @@ async def rebuild_after_overflow(
         **new.to_dict(),
         "raw": report.used,
         "corrected": new.apply(report.used),
-        "budget": min(budget, overflow.input_limit or budget),
+        "budget": min(budget, new.limit) if new.limit else budget,
         "source": new.why,
     }
     report.warnings.append(

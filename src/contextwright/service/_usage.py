@@ -24,6 +24,7 @@ one build:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -78,7 +79,7 @@ class UsageKeeper:
         held = self._cache.get(tenant)
         if held is not None and now - held[1] < self.refresh and held[0].key == self.key:
             return held[0]
-        rows = await receipts.receipts(USAGE_PREFIX + self.key, tenant=tenant, limit=WINDOW)
+        rows = await receipts.receipts(USAGE_PREFIX + self.key, tenant=tenant, limit=_KEEP)
         samples = [s for r in rows if (s := UsageSample.from_dict(r.receipt)) is not None]
         found = Correction.of(samples, key=self.key, exact=self._exact, why="store")
         if len(self._cache) >= 1024:
@@ -92,7 +93,7 @@ class UsageKeeper:
         if receipts is None:
             self.c.engine.usage.record(self.key, sample)
         else:
-            stamped = UsageSample(sample.estimated, sample.reported, sample.kind, time.time())
+            stamped = dataclasses.replace(sample, at=time.time())
             await receipts.record_receipt(
                 USAGE_PREFIX + self.key, stamped.to_dict(), tenant=tenant, keep=_KEEP
             )

@@ -50,13 +50,14 @@ class UsageSample:
     """One request: what the engine counted (``estimated``), what the provider did.
 
     ``kind`` is ``"usage"`` (a reported usage) or ``"overflow"`` (the numbers of a
-    context-length error).
+    context-length error); ``limit`` the input limit such an error reported.
     """
 
     estimated: int
     reported: int
     kind: SampleKind = "usage"
     at: float = 0.0
+    limit: int | None = None
 
     def __post_init__(self) -> None:
         for label, value in (("estimated", self.estimated), ("reported", self.reported)):
@@ -75,16 +76,18 @@ class UsageSample:
             "reported": self.reported,
             "kind": self.kind,
             "at": self.at,
+            "limit": self.limit,
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> UsageSample | None:
         """The sample a `to_dict` wrote, or None for anything else (skipped, never raised)."""
         try:
-            kind = data.get("kind", "usage")
+            kind, limit = data.get("kind", "usage"), data.get("limit")
             return cls(
                 int(data["estimated"]), int(data["reported"]),
                 "overflow" if kind == "overflow" else "usage", float(data.get("at", 0.0)),
+                None if limit is None else max(1, int(limit)),
             )  # fmt: skip
         except (AttributeError, KeyError, TypeError, ValueError, ConfigError):
             return None
@@ -141,6 +144,8 @@ class Correction:
 
     ``factor`` is the slope and ``offset`` a number of tokens (0 unless the samples
     span several sizes); an exact counter's corrected count is never below its count.
+    ``limit`` is the smallest input limit a context-length error among the samples
+    reported: builds keep under it whatever their budget says.
     """
 
     factor: float = 1.0
@@ -150,6 +155,7 @@ class Correction:
     last_ratio: float | None = None
     why: str = ""
     offset: float = 0.0
+    limit: int | None = None
 
     def apply(self, count: int) -> int:
         """The corrected count of ``count`` (never below it for an exact counter)."""
@@ -173,10 +179,12 @@ class Correction:
     def of(
         cls, samples: Sequence[UsageSample], *, key: str, exact: bool, why: str = ""
     ) -> Correction:
-        """The correction ``samples`` (newest first) teach."""
+        """The correction ``samples`` (newest first) teach: the line from the newest
+        `WINDOW`, the limit from all of them."""
         slope, offset = learn_line(samples)
         last = samples[0].ratio if samples else None
-        return cls(slope, min(len(samples), WINDOW), key, exact, last, why, offset)
+        limit = min((s.limit for s in samples if s.limit), default=None)
+        return cls(slope, min(len(samples), WINDOW), key, exact, last, why, offset, limit)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -185,6 +193,7 @@ class Correction:
             "samples": self.samples,
             "key": self.key,
             "last_ratio": None if self.last_ratio is None else round(self.last_ratio, 4),
+            "limit": self.limit,
         }
 
 
@@ -192,7 +201,7 @@ class Correction:
 class UsageFeedback:
     """The newest samples per key, in process (what a `ContextEngine` learns on its own)."""
 
-    window: int = WINDOW
+    window: int = 2 * WINDOW
     _samples: dict[str, deque[UsageSample]] = field(default_factory=dict)
 
     def record(self, key: str, sample: UsageSample) -> None:
