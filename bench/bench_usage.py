@@ -46,7 +46,6 @@ from _usage_traces import (  # noqa: E402
     run_trace,
     seed_trace,
 )
-
 from contextwright import ContextEngine, Conversations, HeuristicCounter  # noqa: E402
 from contextwright.tokens._exact import HFTokenizerCounter, TiktokenCounter  # noqa: E402
 

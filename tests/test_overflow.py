@@ -28,6 +28,7 @@ from contextwright import (
     InvalidMessageError,
     LLMError,
     Message,
+    ToolCallPart,
 )
 from contextwright.llm._overflow import read_overflow
 
@@ -335,3 +336,22 @@ async def test_the_stateless_engine_recovers_too(provider: Provider) -> None:
         assert provider.counted[-1] <= WINDOW
     finally:
         await client.close()
+
+
+async def test_an_agent_step_is_rebuilt_without_storing_anything_again() -> None:
+    conversations = await _conversation()
+    try:
+        call = ToolCallPart("call_1", "search", '{"q": "projector"}')
+        await conversations.append("c", [Message.user("Find the projector.")])
+        await conversations.append("c", [Message.assistant(tool_calls=[call])])
+        result = Message.tool("call_1", "Room 358, booked by Priya until Friday. " * 20)
+        built = await conversations.build("c", result)  # the agent's next step, stored
+        error = f"prompt is too long: {built.report.used * 2} tokens > 900 maximum"
+        again = await conversations.build("c", result, retry_after_overflow=error)
+        assert again.report.overflow is not None
+        assert again.report.used < built.report.used
+        assert any(m.role == "tool" for m in again.messages)  # the step is still there
+        stored = [m async for m in conversations.messages("c")]
+        assert [m.role for m in stored].count("tool") == 1
+    finally:
+        await conversations.aclose()

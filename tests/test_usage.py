@@ -162,6 +162,43 @@ def test_correction_covers_the_newest_samples_and_fits(
     assert 0.5 <= corr.factor <= 4.0 * 1.01
 
 
+@settings(max_examples=100, deadline=None)
+@given(samples_st, st.integers(50, 100_000), st.integers(100, 400_000))
+def test_builds_keep_under_a_reported_limit(
+    samples: list[UsageSample], limit: int, budget: int
+) -> None:
+    from contextwright import Budget
+    from contextwright.pipeline._usage import corrected_budget, provider_budget
+
+    marked = [dataclasses.replace(samples[-1], kind="overflow", limit=limit), *samples[:-1]]
+    back = [UsageSample.from_dict(s.to_dict()) for s in marked]
+    assert back == marked  # what the store keeps reads back the same
+    corr = Correction.of(marked, key="k", exact=False)
+    assert corr.limit == limit
+    assert provider_budget(Budget(budget), corr) == min(budget, limit)
+    fitted = corrected_budget(Budget(budget), corr).input_tokens
+    if fitted > 1:
+        assert corr.apply(fitted) <= min(budget, limit)
+
+
+def test_hf_counter_ignores_a_tokenizer_files_truncation_and_padding(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    from contextwright import HFTokenizerCounter
+
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "[PAD]": 1}, "[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.enable_truncation(max_length=8)
+    tok.enable_padding(length=8, pad_id=1, pad_token="[PAD]")
+    path = tmp_path / "truncating.json"
+    tok.save(str(path))
+    counter = HFTokenizerCounter.from_file(path)
+    assert counter.count("one two three four five six seven eight nine ten eleven") == 11
+    assert counter.count("one") == 1
+    given = HFTokenizerCounter(tok, "given")  # a tokenizer object: counted on a copy
+    assert given.count("a b c d e f g h i j") == 10
+    assert tok.truncation is not None  # the caller's is left as it was
+
+
 def test_too_few_samples_never_lower_the_count() -> None:
     over = [UsageSample(1000, 800), UsageSample(500, 390)]  # the estimate over-counts
     assert Correction.of(over, key="k", exact=False).apply(1000) >= 1000

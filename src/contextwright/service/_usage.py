@@ -165,6 +165,8 @@ class UsageKeeper:
         last = history[-1] if history else None
         again = last is not None and last.role == "user" and _same(message, last)
         current = last if again else message
+        if isinstance(message, Message) and last is not None and message.id == last.id:
+            current = None if message.role == "tool" else current  # stored: the next step
         calls = 0
 
         async def build(*, budget: Budget, correction: Correction) -> BuiltContext:
