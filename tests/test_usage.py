@@ -364,6 +364,11 @@ async def test_usage_is_paired_with_the_last_build_of_the_conversation() -> None
             "a", {"prompt_tokens": built.report.used}, tenant="t", user="u", built=built
         )
         assert corr.samples == 1
+        # a factor given for one build (the stored correction aside)
+        given = await conversations.build("a", "next?", tenant="t", user="u", correction=1.5)
+        assert given.report.usage is not None
+        assert given.report.usage["source"] == "given"
+        assert given.report.budget == 1000  # 1,500 / 1.5
         assert corr.apply(built.report.used) >= built.report.used
 
 

@@ -35,6 +35,7 @@ from ..model._messages import Message
 from ..pipeline._receipt import BuiltContext, ContextReport
 from ..pipeline._usage import (
     corrected_budget,
+    correction_for,
     overflow_or_raise,
     rebuild_after_overflow,
     sample_of,
@@ -101,11 +102,15 @@ class UsageKeeper:
         return await self.correction(tenant)
 
     async def fitted(
-        self, tenant: str, budget: Budget | int | None, correction: Correction | None
+        self, tenant: str, budget: Budget | int | None, correction: Correction | float | None
     ) -> tuple[Correction, Budget | int | None]:
         """A build's correction and its budget in the engine's count (for the compactor)."""
-        corr = correction if correction is not None else await self.correction(tenant)
         engine = self.c.engine
+        corr = (
+            correction_for(engine, correction)
+            if correction is not None
+            else await self.correction(tenant)
+        )
         bud = engine._budget(budget, None) if budget is not None else engine.budget
         return corr, (corrected_budget(bud, corr) if bud is not None else budget)
 
