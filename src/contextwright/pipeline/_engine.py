@@ -36,31 +36,26 @@ from .._errors import ConfigError, InvalidMessageError, UserError
 from .._trace import Tracer
 from .._trace import current as current_tracer
 from ..budget._budget import Budget
-from ..history._shorten import ShortenCache, opener_placeholder, shorten_message, turn_opener
+from ..history._shorten import ShortenCache
 from ..history._window import WindowMemo
 from ..model._blocks import Block, Priority
 from ..model._checks import check_unicode
 from ..model._messages import Message
-from ..model._units import iter_units_backwards
 from ..sources._base import Source
 from ..sources._state import ConversationState, Turn
 from ..sources._templates import Placement, templates_for
 from ..stores._cache import Cache, cache_namespace, open_cache
+from ..tokens._correction import Correction, UsageFeedback
 from ..tokens._count import CachedCounter, TokenCounter
 from ..tokens._exact import default_counter
-from ..tokens._frame import (
-    DEFAULT_OVERHEAD,
-    MessageOverhead,
-    count_key,
-    count_message,
-    message_frame,
-)
+from ..tokens._frame import DEFAULT_OVERHEAD, MessageOverhead, count_key, message_frame
 from ._assemble import assemble, warn_dropped, write_receipt
 from ._fetch import fetch_all
-from ._fit_stage import NextStep, candidates, fit_stage, hint_start, window_hint
+from ._fit_stage import NextStep, candidates, fit_stage, hint_start, split_next_step, window_hint
 from ._receipt import BlockReport, BuiltContext, ContextReport
 from ._settings import check_settings, check_text
 from ._tracing import traced_build
+from ._usage import corrected_budget, correction_for, learn_usage, rebuild_for, write_usage
 
 __all__ = ["ContextEngine"]
 
@@ -94,6 +89,10 @@ class ContextEngine:
     default the most any supported provider adds, so a build fits its budget
     whichever provider it is rendered for; ``"openai"``, ``"responses"`` or
     ``"anthropic"`` (or a `MessageOverhead`) fits one provider's format exactly.
+
+    ``usage`` (a `UsageFeedback`) holds what `record_usage` learnt from providers'
+    reported usage, in process; builds fit their budget by the corrected count
+    (`Conversations` keeps the samples in its store instead, shared by workers).
 
     ``tracer`` (an attribute, None by default) gives this engine's builds a tracer
     of their own (`contextwright._trace.Tracer`, e.g. an OpenTelemetry one from
@@ -175,6 +174,7 @@ class ContextEngine:
         # spans and metrics of this engine's builds (None: the process-wide tracer,
         # `contextwright.integrations.otel.instrument`)
         self.tracer: Tracer | None = None
+        self.usage = UsageFeedback()
 
     def drop_caches(self) -> None:
         """Forget the per-conversation accelerators (window walks, history scans,
@@ -224,6 +224,8 @@ class ContextEngine:
         provider: str | None = None,
         user_turns: int | None = None,
         extra_sources: Sequence[Source] = (),
+        correction: Correction | float | None = None,
+        retry_after_overflow: object = None,
     ) -> BuiltContext:
         """Build the context for ``message`` after ``history`` (oldest first).
 
@@ -238,11 +240,23 @@ class ContextEngine:
         knows it; otherwise it is counted, incrementally across builds of a growing
         history. Raises `BudgetError` when the protected zone alone exceeds the budget
         and `InvalidMessageError` for a malformed message or history.
+
+        ``correction`` is the factor (or `Correction`) the count is corrected by
+        (default: what `record_usage` learnt); ``retry_after_overflow`` a provider's
+        context-length error for this same request: the build is made again with the
+        budget cut to what the error says (`pipeline._usage`; others are re-raised).
         """
+        if retry_after_overflow is not None:
+            again = functools.partial(
+                self.build, message, history=history, summary=summary, tenant=tenant, user=user,
+                conversation=conversation, state=state, locale=locale, provider=provider,
+                user_turns=user_turns, extra_sources=extra_sources,
+            )  # fmt: skip
+            return await rebuild_for(self, retry_after_overflow, again, budget, correction)
         tracer = self.tracer if self.tracer is not None else current_tracer()
         run = functools.partial(
             self._build, tracer, message, history, budget, summary, tenant, user, conversation,
-            state, locale, provider, user_turns, extra_sources,
+            state, locale, provider, user_turns, extra_sources, correction,
         )  # fmt: skip
         return await traced_build(
             self, tracer, run, conversation=conversation, tenant=tenant, provider=provider
@@ -253,6 +267,7 @@ class ContextEngine:
         budget: Budget | int | None, summary: str | None, tenant: str, user: str,
         conversation: str, state: ConversationState | None, locale: str | None,
         provider: str | None, user_turns: int | None, extra_sources: Sequence[Source],
+        correction: Correction | float | None,
     ) -> BuiltContext:  # fmt: skip
         """`build`'s stages, each in a span of ``tracer`` (children of its build span)."""
         t0 = time.perf_counter()
@@ -260,6 +275,8 @@ class ContextEngine:
             current, bud = self._precheck(
                 message, budget, tenant=tenant, user=user, conversation=conversation
             )
+            corr = correction_for(self, correction)
+            provider_budget, bud = bud.input_tokens, corrected_budget(bud, corr)
             step: NextStep | None = None
             if current is None:  # the agent's next step, after its tool results
                 history, step, current = self._next_step(
@@ -334,6 +351,7 @@ class ContextEngine:
             messages = assemble(self, lay, current, limit, t, report)
             write_receipt(self, lay, messages, history, current, summary, bud, report)
             warn_dropped(self, lay, history, limit, report)
+            write_usage(report, corr, provider_budget)
             span.set("contextwright.messages", len(messages))
         built = BuiltContext(messages, report, tuple(lay.breakpoints))
         t4 = time.perf_counter()
@@ -419,6 +437,12 @@ class ContextEngine:
                 self._scans.pop(key, None)
         return count
 
+    def record_usage(self, built: BuiltContext | ContextReport | int, usage: Any) -> Correction:
+        """Learn from a provider's reported ``usage`` (its usage object, a dict, or the
+        response) for the request of ``built`` (or the engine's count of it), in
+        process; returns the correction the next builds are fitted with."""
+        return learn_usage(self, built, usage)
+
     def build_sync(self, message: str | Message | None, **kw: Any) -> BuiltContext:
         """`build` for code without an event loop (one private loop per engine)."""
         try:
@@ -454,38 +478,8 @@ class ContextEngine:
         self, message: Message | None, history: Sequence[Message]
     ) -> tuple[Sequence[Message], NextStep, Message]:
         """Split ``history`` (with a tool-role ``message`` appended) into the window's
-        part and the newest tool unit; also the turn's message for the sources."""
-        if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
-            raise InvalidMessageError("history", "must be a sequence of Message")
-        if message is not None:
-            history = [*history, message]
-        try:
-            unit = next(iter_units_backwards(history), None) if history else None
-            last = history[-1].role if history else None
-        except AttributeError:
-            raise InvalidMessageError("history", "must be a sequence of Message") from None
-        if unit is None or last != "tool" or unit.kind != "tool_call":
-            why = {"incomplete_call": " (some are missing)", "orphan_result": " (no call)"}
-            raise InvalidMessageError(
-                "message" if message is None else "message.role",
-                "a build without a new user message needs a history that ends with the "
-                "results of every call of its last assistant turn"
-                + (why.get(unit.kind, "") if unit is not None else ""),
-            )
-        counter, ov, limit = self.counter, self.overhead, self.max_message_tokens
-        msgs: list[Message] = []
-        for m in history[unit.start :]:
-            if limit is not None and count_message(counter, m, ov) > limit:
-                m = shorten_message(m, limit, counter, ov, self._shortened)
-            msgs.append(m)
-        cost = sum(count_message(counter, m, ov) for m in msgs)
-        u = turn_opener(history, unit.start)
-        opener = history[u] if u is not None else None
-        lead = opener_placeholder(opener, counter, ov, self._shortened)
-        step = NextStep(msgs, cost, lead, count_message(counter, lead, ov), opener is not None)
-        seq = history if isinstance(history, (list, tuple)) else list(history)
-        before = seq[: unit.start]
-        return before, step, opener if opener is not None else history[-1]
+        part and the newest tool unit; also the turn's message (`split_next_step`)."""
+        return split_next_step(self, message, history)
 
     @staticmethod
     def _current(message: str | Message) -> Message:

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .._errors import BudgetError
+from .._errors import BudgetError, InvalidMessageError
 from ..budget._budget import Budget, share_out
 from ..budget._fit import Candidate, Decision, fit_blocks, render_cost, truncate_block
+from ..history._shorten import opener_placeholder, shorten_message, turn_opener
 from ..history._window import (
     WindowMemo,
     WindowResult,
@@ -31,6 +32,7 @@ from ..history._window import (
 )
 from ..model._blocks import Block, Priority, render_block
 from ..model._messages import Message
+from ..model._units import iter_units_backwards
 from ..sources._base import Source
 from ..sources._state import Turn
 from ..sources._templates import turn_context
@@ -51,6 +53,7 @@ __all__ = [
     "goal_message",
     "hint_start",
     "probe_window",
+    "split_next_step",
     "window_hint",
 ]
 
@@ -369,3 +372,41 @@ def goal_message(
             body = f"{body}\n\n{status}"
     goal = Block("current_goal", body, Priority.P1)
     return Message.system(render_block(goal))
+
+
+def split_next_step(
+    engine: ContextEngine, message: Message | None, history: Sequence[Message]
+) -> tuple[Sequence[Message], NextStep, Message]:
+    """Split ``history`` (with a tool-role ``message`` appended) into the window's
+    part and the newest tool unit; also the turn's message for the sources."""
+    if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
+        raise InvalidMessageError("history", "must be a sequence of Message")
+    if message is not None:
+        history = [*history, message]
+    try:
+        unit = next(iter_units_backwards(history), None) if history else None
+        last = history[-1].role if history else None
+    except AttributeError:
+        raise InvalidMessageError("history", "must be a sequence of Message") from None
+    if unit is None or last != "tool" or unit.kind != "tool_call":
+        why = {"incomplete_call": " (some are missing)", "orphan_result": " (no call)"}
+        raise InvalidMessageError(
+            "message" if message is None else "message.role",
+            "a build without a new user message needs a history that ends with the "
+            "results of every call of its last assistant turn"
+            + (why.get(unit.kind, "") if unit is not None else ""),
+        )
+    counter, ov, limit = engine.counter, engine.overhead, engine.max_message_tokens
+    msgs: list[Message] = []
+    for m in history[unit.start :]:
+        if limit is not None and count_message(counter, m, ov) > limit:
+            m = shorten_message(m, limit, counter, ov, engine._shortened)
+        msgs.append(m)
+    cost = sum(count_message(counter, m, ov) for m in msgs)
+    u = turn_opener(history, unit.start)
+    opener = history[u] if u is not None else None
+    lead = opener_placeholder(opener, counter, ov, engine._shortened)
+    step = NextStep(msgs, cost, lead, count_message(counter, lead, ov), opener is not None)
+    seq = history if isinstance(history, (list, tuple)) else list(history)
+    before = seq[: unit.start]
+    return before, step, opener if opener is not None else history[-1]

@@ -4,8 +4,9 @@
 system prompt, the summary, the history window, the current message, the goal) it
 holds a `BlockReport`: source, priority, section, tokens, status and reason. Per
 section it holds what was allotted and what was used; then totals, utilisation,
-cache hits, and per-stage timings. `to_dict`/`to_json` give the machine form;
-`to_table` a `rich` table for people.
+cache hits, the correction of the count by providers' usage and any rebuild after
+a context-length error (``usage``, ``overflow``), and per-stage timings.
+`to_dict`/`to_json` give the machine form; `to_table` a `rich` table for people.
 
 Statuses: ``included``, ``truncated`` (included, shortened to fit), ``dropped`` (did
 not fit or was crowded out), ``empty`` (the source had nothing), ``skipped`` (its
@@ -76,6 +77,11 @@ class ContextReport:
     compaction: dict[str, Any] | None = None  # stateful builds: urgency, and what was compacted
     # stateful builds: the newest stored message (sequence number) the build read
     last_seq: int | None = None
+    # the count correction learnt from providers' usage: factor, raw and corrected
+    # totals, the provider's budget (pipeline/_usage.py); None when there is none
+    usage: dict[str, Any] | None = None
+    # a rebuild after a context-length error: what the error said, the budget cut to
+    overflow: dict[str, Any] | None = None
 
     @property
     def utilisation(self) -> float:
@@ -144,6 +150,18 @@ class ContextReport:
         )
         if self.last_seq is not None:
             summary += f"\nstored conversation: read up to seq {self.last_seq}"
+        if self.usage:
+            u = self.usage
+            summary += (
+                f"\nusage correction: x{u['factor']} ({u['samples']} samples) · raw {u['raw']} "
+                f"-> corrected {u['corrected']} of {u['budget']}"
+            )
+        if self.overflow:
+            o = self.overflow
+            summary += (
+                f"\nrebuilt after overflow: {o['provider']} counted {o['reported']} of "
+                f"{o['limit']}; {o['previous_used']} -> budget {o['retry_budget']}"
+            )
         if self.compaction:
             summary += "\ncompaction: " + ", ".join(f"{k}={v}" for k, v in self.compaction.items())
         parts: list[Any] = [items, sections, summary]

@@ -53,16 +53,19 @@ from ..history._compaction import compaction_report
 from ..model._messages import Message
 from ..pipeline._engine import ContextEngine
 from ..pipeline._receipt import BuiltContext
-from ..stores import Backend, Job, Jobs, MemoryJobs, SQLiteBackend, SQLiteStore
+from ..stores import Backend, Job, Jobs, MemoryJobs, SQLiteStore
+from ..stores._open import open_backend
 from ..stores._runner import JobRunner
-from ..stores._url import parse_db
 from ..stores._wakeup import Wakeup, open_wakeup
+from ..tokens._correction import Correction
 from ._compact import SUMMARISE, Compactor, MemoryFlush
 from ._live import can_cut, live_check, window_allowance
+from ._reads import originals
 from ._sync import SyncLoop, sync_list, sync_twin
 from ._tail import Tail, TailCache
 from ._tail_sync import TailKeeper
 from ._tracing import traced_build
+from ._usage import UsageKeeper
 from ._write_path import Writes
 
 __all__ = ["Conversations", "MemoryFlush"]
@@ -126,23 +129,7 @@ class Conversations:
         for label, size in sizes:
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise ConfigError(f"{label} must be a positive integer, got {size!r}")
-        self.store: SQLiteStore | None = None
-        if isinstance(store, str) and store:
-            target = parse_db(store)  # sqlite:///path is a path; postgresql://… a server
-            store = target.path if target.kind == "sqlite" else None
-            if target.kind == "postgres":
-                from ..stores.postgres import PostgresBackend
-
-                store = PostgresBackend(target.url).backend()
-        if isinstance(store, Backend):
-            self.backend = store
-        elif store is None or isinstance(store, (str, os.PathLike, SQLiteStore)):
-            sqlite = store if isinstance(store, SQLiteStore) else SQLiteStore(store or ":memory:")
-            self.store, self.backend = sqlite, SQLiteBackend(sqlite).backend()
-        else:
-            raise ConfigError(
-                f"store must be a Backend, an SQLiteStore or a path, got {type(store).__name__}"
-            )
+        self.store, self.backend = open_backend(store)
         self.engine = engine
         self.compaction = compaction or CompactionConfig()
         self.summarizer = summarizer or RuleSummarizer(engine.counter)
@@ -154,6 +141,7 @@ class Conversations:
         self._sync = SyncLoop()  # the sync API's private loop
         self._writes = Writes(self)
         self._compactor = Compactor(self)
+        self._usage = UsageKeeper(self)
         cache = TailCache(max_cached_conversations, self._compactor.busy, cache_bytes)
         self._keeper = TailKeeper(self, cache)
         if jobs is None:
@@ -221,9 +209,25 @@ class Conversations:
         *,
         tenant: str = "default",
         user: str = "anonymous",
+        usage: Any = None,
     ) -> list[Message]:
-        """Store ``messages`` (oldest first); returns them with their sequence numbers."""
-        return await self._append(conversation, messages, tenant, user, index_later=True)
+        """Store ``messages`` (oldest first); returns them with their sequence numbers.
+        ``usage`` (the provider's, for the request they answer) goes to `record_usage`."""
+        stored = await self._append(conversation, messages, tenant, user, index_later=True)
+        if usage is not None:
+            await self.record_usage(conversation, usage, tenant=tenant, user=user)
+        return stored
+
+    async def record_usage(
+        self, conversation: str, usage: Any, *, tenant: str = "default", user: str = "anonymous",
+        built: BuiltContext | None = None,
+    ) -> Correction:  # fmt: skip
+        """Learn from the provider's ``usage`` (its usage object, a dict, the response) for the
+        last build of ``conversation`` (or ``built``), in the store: every worker's next builds
+        are fitted by the corrected count (docs/usage-feedback.md). Returns that correction."""
+        return await self._usage.record_usage(
+            conversation, usage, tenant=tenant, user=user, built=built
+        )
 
     async def _append(
         self, conversation: str, messages: Sequence[Message] | Message, tenant: str, user: str,
@@ -294,7 +298,9 @@ class Conversations:
         The message is stored (``store_message``) once the context is built, so a
         call that raises — a bad message or budget, a protected zone that does not
         fit — stores nothing and may simply be retried. Extra keywords go to
-        `ContextEngine.build` (state, locale, provider…). With ``message`` None, or
+        `ContextEngine.build` (state, locale, provider…); ``retry_after_overflow``, a
+        provider's context-length error for the last build, rebuilds it to fit (not
+        storing its message twice: `UsageKeeper.rebuild`). With ``message`` None, or
         a tool-role message (stored first, whatever ``store_message`` says, as it
         belongs to the history), the build is the agent's next step after the
         stored tool results (see `ContextEngine.build`).
@@ -312,20 +318,27 @@ class Conversations:
         current, _ = self.engine._precheck(
             message, budget, tenant=tenant, user=user, conversation=conversation
         )
+        if (error := kw.pop("retry_after_overflow", None)) is not None:
+            args = (conversation, message, error, tenant, user, budget, store_message)
+            return await self._usage.rebuild(*args, kw)
         if isinstance(message, Message) and message.role == "tool":
             # refused before it is stored unless it completes the last tool call
             owned = await self._tail(conversation, tenant, user)
             self.engine._next_step(message, owned.snapshot()[0])
             await self._append(conversation, [message], tenant, user, index_later=False)
         tail = await self._tail(conversation, tenant, user)
+        corr, fitted = await self._usage.fitted(tenant, budget, kw.pop("correction", None))
         urgency, compacted = await self._compactor.before_build(
-            conversation, tenant, user, tail, budget
+            conversation, tenant, user, tail, fitted
         )
         history, turns, summary_rec, seen = tail.snapshot()
+        if kw.pop("_replace_last", False):  # rebuilt after an overflow: the last is current
+            history, turns = history[:-1], turns - 1
         summary = summary_rec.content if summary_rec else None
         built = await self.engine.build(
             current, history=history, budget=budget, summary=summary, tenant=tenant,
-            user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra, **kw,
+            user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra,
+            correction=corr, **kw,
         )  # fmt: skip
         await self._keeper.owned(tail, conversation, tenant, user)  # made by another meanwhile?
         # Stored only now: a build that raised (its protected zone, with the P0
@@ -335,6 +348,7 @@ class Conversations:
             await self._append(conversation, [current], tenant, user, index_later=False)
         built.report.last_seq = seen
         built.report.compaction = compaction_report(urgency, compacted)
+        self._usage.remember(tenant, conversation, built)
         if urgency.summary_due or urgency.urgency == "soft":
             routine = urgency.urgency == "none"
             await self._compactor.schedule(conversation, tenant, user, routine=routine)
@@ -400,23 +414,8 @@ class Conversations:
         conversation's owner (`InvalidMessageError`, ``user``, for anyone else); a
         conversation that does not exist yields nothing.
         """
-        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
-            raise InvalidMessageError("after_seq", f"must be an integer >= 0, got {after_seq!r}")
-        if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
-            raise ConfigError(f"page_size must be a positive integer, got {page_size!r}")
-        tail = await self._tail(conversation, tenant, user)
-        await self._keeper.owned(tail, conversation, tenant, user)
-        seq = after_seq
-        log = self.backend.conversations
-        while True:
-            page = await log.read(conversation, tenant=tenant, after_seq=seq, limit=page_size)
-            for m in page:
-                yield m
-            if len(page) < page_size:
-                return
-            last = page[-1].seq
-            assert last is not None  # stored messages carry their seq
-            seq = last
+        async for m in originals(self, conversation, tenant, user, after_seq, page_size):
+            yield m
 
     async def delete(
         self, conversation: str, *, tenant: str = "default", user: str = "anonymous"
@@ -469,6 +468,7 @@ class Conversations:
     # -- sync facade (the store's calls run inline on its private loop: `inline_loop`) ----
 
     append_sync = sync_twin(append)
+    record_usage_sync = sync_twin(record_usage)
     import_sync = sync_twin(import_messages)
     build_sync = sync_twin(build)
     compact_sync = sync_twin(compact)

@@ -8,6 +8,10 @@ knowledge…). The PostgreSQL classes are imported only when a URL asks for them
 so this module (and ``import contextwright``) never imports psycopg; without it a
 PostgreSQL URL raises `MissingDependencyError` naming the ``postgres`` extra.
 
+`open_backend(store)` does the same for `Conversations`' ``store``: a `Backend` as
+is, a PostgreSQL URL's `PostgresBackend`, else an `SQLiteBackend` over a path, a
+``sqlite:///`` URL or an `SQLiteStore` (None: in memory).
+
 ``sqlite:///rel/path`` is relative, ``sqlite:////abs/path`` absolute (as in
 SQLAlchemy), ``sqlite:///:memory:`` in memory.
 """
@@ -18,7 +22,10 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
+from ._contract import Backend
+from ._url import parse_db
 from .postgres._connect import is_postgres_url
+from .sqlite._backend import SQLiteBackend
 from .sqlite._store import SQLiteStore
 
 if TYPE_CHECKING:
@@ -27,7 +34,7 @@ if TYPE_CHECKING:
     from .sqlite._knowledge import SQLiteKnowledgeStore
     from .sqlite._memory import SQLiteMemoryStore
 
-__all__ = ["open_knowledge_store", "open_memory_store", "sqlite_path"]
+__all__ = ["open_backend", "open_knowledge_store", "open_memory_store", "sqlite_path"]
 
 
 def sqlite_path(db: object) -> str | os.PathLike[str] | SQLiteStore:
@@ -70,3 +77,22 @@ def open_knowledge_store(db: Any, **kw: Any) -> SQLiteKnowledgeStore | PostgresK
     from .sqlite._knowledge import SQLiteKnowledgeStore
 
     return SQLiteKnowledgeStore(sqlite_path(db), **kw)
+
+
+def open_backend(store: object) -> tuple[SQLiteStore | None, Backend]:
+    """(the `SQLiteStore`, if one was opened or given; the `Backend`) for ``store``."""
+    if isinstance(store, str) and store:
+        target = parse_db(store)  # sqlite:///path is a path; postgresql://… a server
+        if target.kind == "postgres":
+            from .postgres import PostgresBackend
+
+            return None, PostgresBackend(target.url).backend()
+        store = target.path
+    if isinstance(store, Backend):
+        return None, store
+    if store is None or isinstance(store, (str, os.PathLike, SQLiteStore)):
+        sqlite = store if isinstance(store, SQLiteStore) else SQLiteStore(store or ":memory:")
+        return sqlite, SQLiteBackend(sqlite).backend()
+    raise ConfigError(
+        f"store must be a Backend, an SQLiteStore or a path, got {type(store).__name__}"
+    )

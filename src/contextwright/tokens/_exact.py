@@ -297,6 +297,12 @@ class HFTokenizerCounter:
     exact = True
 
     def __init__(self, tokenizer: Any, name: str) -> None:
+        # A tokenizer.json may set truncation (MiniLM's: 128 tokens) and padding, which
+        # would make every count that length: counted on a copy without them.
+        if getattr(tokenizer, "truncation", None) or getattr(tokenizer, "padding", None):
+            tokenizer = type(tokenizer).from_str(tokenizer.to_str())
+            tokenizer.no_truncation()
+            tokenizer.no_padding()
         self.tokenizer = tokenizer
         self.name = f"hf:{name}"
 
