@@ -60,7 +60,7 @@ def assemble(
         if lay.summary_text:
             out.append(Message.system(lay.summary_text))
             lay.breakpoints.append(len(out) - 1)
-        at[0] = len(out)
+        at[0] = lay.head = len(out)
         out.extend(window)
         at[1] = len(out)
         if window:

@@ -58,6 +58,7 @@ from ..tokens._frame import (
 from ._assemble import assemble, warn_dropped, write_receipt
 from ._fetch import fetch_all
 from ._fit_stage import NextStep, candidates, fit_stage, hint_start, window_hint
+from ._prefix import PrefixMemo
 from ._receipt import BlockReport, BuiltContext, ContextReport
 from ._settings import check_settings, check_text
 from ._tracing import traced_build
@@ -168,6 +169,8 @@ class ContextEngine:
         # one remembered window walk per conversation (namespace), the most recent 256
         self._memos: OrderedDict[str, WindowMemo] = OrderedDict()
         self._memo_lock = threading.Lock()
+        # per conversation, the cacheable part of the previous build (the receipt's prefix)
+        self._prefixes = PrefixMemo()
         self._loop: asyncio.AbstractEventLoop | None = None
         # per conversation: (length, last message, user messages) of the last history scanned
         self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int]] = OrderedDict()
@@ -177,8 +180,9 @@ class ContextEngine:
         self.tracer: Tracer | None = None
 
     def drop_caches(self) -> None:
-        """Forget the per-conversation accelerators (window walks, history scans,
-        shortened copies); the next build recomputes them and builds the same context.
+        """Forget the per-conversation accelerators (window walks, history scans, shortened
+        copies, the previous requests the receipt's ``prefix`` compares with); the next
+        build recomputes them and builds the same context.
 
         The block cache (``cache``) is left alone: what it holds is governed by its
         TTLs and `invalidate`, not an accelerator.
@@ -186,6 +190,7 @@ class ContextEngine:
         with self._memo_lock:
             self._memos.clear()
             self._scans.clear()
+        self._prefixes.clear()
         self._shortened = ShortenCache(self._shortened.maxsize)
 
     def forget(self, *, tenant: str, user: str, conversation: str) -> None:
@@ -195,6 +200,7 @@ class ContextEngine:
         with self._memo_lock:
             self._memos.pop(namespace, None)
             self._scans.pop((tenant, user, conversation), None)
+        self._prefixes.forget(namespace)
         self.invalidate(namespace=namespace)
 
     @staticmethod
@@ -335,6 +341,10 @@ class ContextEngine:
             write_receipt(self, lay, messages, history, current, summary, bud, report)
             warn_dropped(self, lay, history, limit, report)
             span.set("contextwright.messages", len(messages))
+        summary_at = lay.head - 1 if lay.summary_text else None
+        report.prefix = self._prefixes.compare(
+            namespace, messages, lay.breakpoints, lay.head, summary_at, self.counter, self.overhead
+        )
         built = BuiltContext(messages, report, tuple(lay.breakpoints))
         t4 = time.perf_counter()
         ms = report.timings_ms

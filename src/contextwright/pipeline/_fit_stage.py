@@ -100,6 +100,7 @@ class Layout:
     grant: dict[str, int] = field(default_factory=dict)
     protected_by: dict[str, int] = field(default_factory=dict)  # protected tokens per section
     breakpoints: list[int] = field(default_factory=list)
+    head: int = 0  # messages before the window (system, summary), set when assembled
     warnings: list[str] = field(default_factory=list)
     step: NextStep | None = None
 

@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeAlias
 from .. import adapters
 from .._errors import ConfigError
 from ..model._messages import Message
+from ._prefix import PrefixReport
 
 __all__ = ["BlockReport", "BuiltContext", "ContextReport", "SectionReport", "Status"]
 
@@ -76,6 +77,8 @@ class ContextReport:
     compaction: dict[str, Any] | None = None  # stateful builds: urgency, and what was compacted
     # stateful builds: the newest stored message (sequence number) the build read
     last_seq: int | None = None
+    # the prompt cache: this request against the previous build's (`PrefixReport`)
+    prefix: PrefixReport | None = None
 
     @property
     def utilisation(self) -> float:
@@ -146,6 +149,13 @@ class ContextReport:
             summary += f"\nstored conversation: read up to seq {self.last_seq}"
         if self.compaction:
             summary += "\ncompaction: " + ", ".join(f"{k}={v}" for k, v in self.compaction.items())
+        if self.prefix is not None:
+            p = self.prefix
+            summary += (
+                f"\nprompt cache: {p.cached_tokens} of {p.cacheable_tokens} cacheable tokens "
+                f"as the previous build sent them, {p.write_tokens} written"
+                + (f" (changed: {p.changed})" if p.changed else "")
+            )
         parts: list[Any] = [items, sections, summary]
         parts += [f"[yellow]warning:[/] {w}" for w in self.warnings]
         return Group(*parts)
