@@ -52,9 +52,9 @@ __all__ = [
 
 Urgency = Literal["none", "soft", "hard", "emergency"]
 EMERGENCY_SHARE = 0.95  # above 95 % of the budget, force everything (design-notes, Compaction)
-# clear_at_least_tokens=None: a clearing frees at least a third of what the live history
+# clear_at_least_tokens=None: a clearing frees at least half of what the live history
 # may grow to (docs/design-notes.md, Prompt cache)
-AUTO_CLEAR_DIVISOR = 3
+AUTO_CLEAR_DIVISOR = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ class CompactionConfig:
     summary_token_threshold: int = 3_000
     long_message_tokens: int = 2_000  # strategy 3 (design-notes, History window)
     # cache-aware clearing (design-notes, Prompt cache): a summary that moves the
-    # prompt's start frees at least this many tokens, or waits; None: a third of the
+    # prompt's start frees at least this many tokens, or waits; None: half of the
     # history window or the soft threshold; 0: off (the window slides, summaries follow)
     clear_at_least_tokens: int | None = None
 
@@ -106,7 +106,7 @@ class CompactionConfig:
 
     def clear_at_least(self, window: int) -> int:
         """The tokens a clearing frees at least, for a history window of ``window`` tokens
-        (0: cache-aware clearing is off). By default a third of what the live history
+        (0: cache-aware clearing is off). By default half of what the live history
         may grow to: the window, or the soft threshold if that is lower."""
         if self.clear_at_least_tokens is None:
             return max(0, min(window, self.soft_threshold_tokens)) // AUTO_CLEAR_DIVISOR
