@@ -169,8 +169,7 @@ class ContextEngine:
         # one remembered window walk per conversation (namespace), the most recent 256
         self._memos: OrderedDict[str, WindowMemo] = OrderedDict()
         self._memo_lock = threading.Lock()
-        # per conversation, the cacheable part of the previous build (the receipt's prefix)
-        self._prefixes = PrefixMemo()
+        self._prefixes = PrefixMemo()  # the previous requests (the receipt's ``prefix``)
         self._loop: asyncio.AbstractEventLoop | None = None
         # per conversation: (length, last message, user messages) of the last history scanned
         self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int]] = OrderedDict()
@@ -181,8 +180,7 @@ class ContextEngine:
 
     def drop_caches(self) -> None:
         """Forget the per-conversation accelerators (window walks, history scans, shortened
-        copies, the previous requests the receipt's ``prefix`` compares with); the next
-        build recomputes them and builds the same context.
+        copies, previous requests); the next build recomputes them and builds the same context.
 
         The block cache (``cache``) is left alone: what it holds is governed by its
         TTLs and `invalidate`, not an accelerator.
@@ -341,10 +339,6 @@ class ContextEngine:
             write_receipt(self, lay, messages, history, current, summary, bud, report)
             warn_dropped(self, lay, history, limit, report)
             span.set("contextwright.messages", len(messages))
-        summary_at = lay.head - 1 if lay.summary_text else None
-        report.prefix = self._prefixes.compare(
-            namespace, messages, lay.breakpoints, lay.head, summary_at, self.counter, self.overhead
-        )
         built = BuiltContext(messages, report, tuple(lay.breakpoints))
         t4 = time.perf_counter()
         ms = report.timings_ms

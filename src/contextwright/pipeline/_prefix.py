@@ -26,6 +26,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from operator import is_
 
 from ..model._messages import Message
 from ..tokens._count import TokenCounter
@@ -72,7 +73,8 @@ class PrefixMemo:
 
     def __init__(self, maxsize: int = 256) -> None:
         self.maxsize = maxsize
-        self._items: OrderedDict[str, list[Message]] = OrderedDict()
+        # per namespace: the cacheable messages, their tokens, how many came before the window
+        self._items: OrderedDict[str, tuple[list[Message], int, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -92,30 +94,47 @@ class PrefixMemo:
         messages: Sequence[Message],
         breakpoints: Sequence[int],
         head: int,
-        summary_at: int | None,
+        summary: bool,
+        window_tokens: int,
         counter: TokenCounter,
         overhead: MessageOverhead,
     ) -> PrefixReport:
         """Compare a build's cacheable part (``messages`` up to the last of
-        ``breakpoints``; ``head`` messages before the window, the summary at
-        ``summary_at``) with the previous build's, and remember it for the next."""
+        ``breakpoints``: ``head`` messages before the window, the last of them the
+        summary if ``summary``, then the window of ``window_tokens``) with the
+        previous build's, and remember it for the next.
+
+        The usual case — the previous part is a prefix, its window messages the very
+        objects of this one's — costs a C-level identity scan and no counting.
+        """
         cacheable = list(messages[: breakpoints[-1] + 1]) if breakpoints else []
-        costs = [count_message(counter, m, overhead) for m in cacheable]
-        total = sum(costs)
+        cut = min(head, len(cacheable))
+        head_costs = [count_message(counter, m, overhead) for m in cacheable[:cut]]
+        total = sum(head_costs) + (window_tokens if len(cacheable) > head else 0)
         with self._lock:
             before = self._items.pop(namespace, None)
-            self._items[namespace] = cacheable
+            self._items[namespace] = (cacheable, total, head)
             while len(self._items) > self.maxsize:
                 self._items.popitem(last=False)
         if before is None:
             return PrefixReport(total, 0, total, total, False, "first")
-        prev = before
-        k, limit = 0, min(len(prev), len(cacheable))
+        prev, prev_total, prev_head = before
+        n = len(prev)
+        if (
+            prev_head == head
+            and n <= len(cacheable)
+            and all(map(_same, prev[:head], cacheable[:head]))
+            and all(map(is_, prev[head:], cacheable[head:n]))
+        ):
+            write = total - prev_total
+            return PrefixReport(total, prev_total, write, write, True, "")
+        k, limit = 0, min(n, len(cacheable))
         while k < limit and _same(prev[k], cacheable[k]):
             k += 1
+        costs = head_costs + [count_message(counter, m, overhead) for m in cacheable[cut:]]
         cached = sum(costs[:k])
         write = total - cached
-        if k == len(prev):
+        if k == n:
             return PrefixReport(total, cached, write, write, True, "")
         if k >= head:  # the history changed: only messages it did not hold had to be written
             had = Counter(_key(m) for m in prev[head:])
@@ -127,5 +146,5 @@ class PrefixMemo:
                 else:
                     least += c
             return PrefixReport(total, cached, write, least, True, "history")
-        changed = "summary" if k == summary_at else "system"
+        changed = "summary" if summary and k == head - 1 else "system"
         return PrefixReport(total, cached, write, write, True, changed)
