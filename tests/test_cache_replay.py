@@ -174,3 +174,30 @@ def _table(built) -> str:
     console = Console(record=True, width=200)
     console.print(built.report.to_table())
     return console.export_text()
+
+
+def test_a_window_cut_by_a_large_message_is_made_whole_by_the_next_summary():
+    """The sections around the window (here a large current message) can leave the
+    history less than the allowance: the summary scheduled after that build aims at
+    the room the window really had, so the next window holds the whole history."""
+    convs = Conversations(ContextEngine(counter=H, budget=3000), None, inline_jobs=True)
+    try:
+        pairs = [
+            (Message.user(f"question {i} about the garden plan and the shed"),
+             Message.assistant(f"answer {i}: plant the tomatoes by the fence in week {i}"))
+            for i in range(43)
+        ]  # fmt: skip
+        convs.append_sync("c", [m for pair in pairs for m in pair])
+        assert not convs.check_sync("c").summary_due  # the history fits its allowance
+        big = "The inventory: " + " ".join(f"item{j} costs {j} dollars;" for j in range(240))
+        cut = convs.build_sync("c", big, store_message=False).report
+        assert cut.history_messages < cut.history_total  # this build's window was cut
+        whole = convs.build_sync("c", "and the shed?").report
+        assert whole.history_messages == whole.history_total
+        assert whole.prefix is not None
+        assert whole.prefix.changed == "summary"
+        after = convs.build_sync("c", "and the fence?").report.prefix
+        assert after is not None
+        assert after.changed == ""  # append-only again
+    finally:
+        convs.close()

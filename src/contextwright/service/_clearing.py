@@ -97,7 +97,8 @@ def window_after(conv: Conversations, tail: Tail, report: ContextReport, window:
     recent = report.sections.get("recent")
     got = min(window, recent.allotted if recent is not None else window)
     with tail.lock:
-        kept = sum(list(tail.costs)[-conv.compaction.keep_recent_messages :])
+        costs = list(tail.costs)
+    kept = sum(costs[max(0, len(costs) - conv.compaction.keep_recent_messages) :])
     return got if got > 0 and cache_aware(conv.compaction, kept, got) else None
 
 
