@@ -201,3 +201,36 @@ def test_a_window_cut_by_a_large_message_is_made_whole_by_the_next_summary():
         assert after.changed == ""  # append-only again
     finally:
         convs.close()
+
+
+def test_a_soft_compaction_waits_until_it_can_clear_enough():
+    config = CompactionConfig(
+        soft_threshold_tokens=500, hard_threshold_tokens=10**6, keep_recent_messages=4,
+        clear_at_least_tokens=400,
+    )  # fmt: skip
+    engine = ContextEngine(counter=H, budget=50_000)
+    convs = Conversations(engine, None, compaction=config, inline_jobs=True)
+    summaries = convs.backend.summaries
+    scheduled: list[str] = []
+    schedule = convs._compactor.schedule
+
+    async def counting(conversation, *a, **kw):  # type: ignore[no-untyped-def]
+        scheduled.append(conversation)
+        await schedule(conversation, *a, **kw)
+
+    convs._compactor.schedule = counting  # type: ignore[method-assign]
+    try:
+        long = " ".join(["the quarterly plan needs a careful review of every line item"] * 25)
+        convs.append_sync("c", [Message.user(long), Message.assistant(long)])
+        convs.build_sync("c", long)  # soft, but all of it is among the newest 4
+        convs.append_sync("c", [Message.assistant("noted")])
+        convs.build_sync("c", "ok?")
+        assert convs.check_sync("c").urgency == "soft"
+        assert scheduled == []  # no job per build that could only wait
+        assert convs.run_sync(summaries.summaries("c", tenant="default")) == []
+        convs.append_sync("c", [Message.user(long), Message.assistant(long)])
+        convs.build_sync("c", "and now?")  # the oldest long ones can go: 400+ tokens
+        made = convs.run_sync(summaries.summaries("c", tenant="default"))
+        assert len(made) == 1
+    finally:
+        convs.close()

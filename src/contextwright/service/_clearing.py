@@ -107,8 +107,22 @@ async def summarise_after(
     budget: Budget | int | None, conversation: str, tenant: str, user: str,
 ) -> None:  # fmt: skip
     """After a build: schedule the background summary that is due (its ``urgency``,
-    checked before the build), or the one its cut window calls for (`window_after`)."""
-    cut = window_after(conv, tail, report, conv._window_allowance(budget))
-    if urgency.summary_due or urgency.urgency == "soft" or cut is not None:
+    checked before the build), or the one its cut window calls for (`window_after`).
+
+    A soft compaction that could not free ``clear_at_least`` yet (the newest
+    ``keep_recent_messages`` hold most of the live history) is not scheduled: it
+    would wait (`plan_compaction`), one job per build.
+    """
+    window = conv._window_allowance(budget)
+    cut = window_after(conv, tail, report, window)
+    soft = urgency.urgency == "soft"
+    if soft and not urgency.summary_due and cut is None:
+        at_least = conv.compaction.clear_at_least(window)
+        with tail.lock:
+            costs = list(tail.costs)
+            live = tail.unsummarized_tokens
+        kept = sum(costs[max(0, len(costs) - conv.compaction.keep_recent_messages) :])
+        soft = live - kept >= at_least
+    if urgency.summary_due or soft or cut is not None:
         routine = urgency.urgency == "none"
         await conv._compactor.schedule(conversation, tenant, user, routine=routine, window=cut)
