@@ -111,3 +111,18 @@ def test_bench_otel_prints_its_goals() -> None:
     got = verdicts(text)
     assert {"engine build: OTel on / off", "stateful build: OTel on / off"} <= set(got)
     assert all(v in ("PASS", "MISS") for v in got.values())
+
+
+def test_bench_cache_replay_prints_its_table() -> None:
+    text = run("bench_cache_replay.py", "--calls", "30", "--budgets", "4000:production")
+    assert "prompt-cache replay: 30 model calls" in text
+    assert "cache-aware (default)" in text
+    assert "earlier (clear_at_least 0)" in text
+    assert "goals: writes <= 1.25x the minimum" in text
+
+
+def test_bench_probe_facts_prints_its_table() -> None:
+    text = run("bench_probe_facts.py", "--per-kind", "1", "--locomo", "0")
+    assert "facts after compaction: 3 conversations" in text
+    assert "LLM summariser: none configured" in text
+    assert re.search(r"goal: >= 0.95 .*: (PASS|MISS)", text)

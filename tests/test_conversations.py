@@ -1042,17 +1042,19 @@ def test_a_tail_is_read_afresh_when_another_connection_wrote_much(tmp_path):
         b.close()
 
 
+@pytest.mark.parametrize("clear", [0, 250])
 @pytest.mark.parametrize(("keep", "size"), [(6, 3), (60, 3), (20, 60), (60, 60)])
-def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size):
+def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size, clear):
     """keep_recent_messages beyond what the window shows must not make every build summarise.
 
     A summary leaves the newest ``keep`` messages out, so only messages before them
     count towards the summary trigger (10 messages): each new summary covers at least
     that many more. With 60 kept, every build found one due and each covered two
     messages more: with short messages because the window shows fewer than 60,
-    with long ones (``size``) because the tail holds fewer than 60 too.
+    with long ones (``size``) because the tail holds fewer than 60 too. Cache-aware
+    (``clear_at_least_tokens``), each covers at least that many tokens instead.
     """
-    config = CompactionConfig(keep_recent_messages=keep)
+    config = CompactionConfig(keep_recent_messages=keep, clear_at_least_tokens=clear)
     convs = Conversations(
         ContextEngine(counter=H, budget=1500), SQLiteStore(tmp_path / "k.db"), compaction=config
     )
@@ -1071,16 +1073,27 @@ def test_a_summary_is_due_only_when_it_can_cover_enough(tmp_path, keep, size):
     bounds = [s.upto_seq for s in sync(convs.backend.summaries).summaries("c", tenant="t")]
     assert bounds == sorted(bounds)
     steps = [b - a for a, b in itertools.pairwise(bounds)]
-    assert all(step >= config.summary_message_threshold for step in steps), bounds
+    if clear:
+        costs = {
+            o.seq: o.tokens for o in sync(convs.backend.conversations).read_outline("c", tenant="t")
+        }
+        covered = [
+            sum(costs[q] or 0 for q in range(a + 1, b + 1)) for a, b in itertools.pairwise(bounds)
+        ]
+        assert all(c >= clear for c in covered), (bounds, covered)
+        assert len(steps) <= 20 // 3, bounds  # not every build
+    else:
+        assert all(step >= config.summary_message_threshold for step in steps), bounds
     last = sync(convs.backend.conversations).get_conversation("c", tenant="t").last_seq
     assert last - bounds[-1] >= keep  # the newest are never summarised
     convs.close()
 
 
 # No summaries or compaction: those run in the background too, and when is a race of its own.
+# (clear_at_least_tokens=0: the summary triggers decide, not the window's overflow)
 _NEVER = CompactionConfig(
     soft_threshold_tokens=10**9, hard_threshold_tokens=10**9,
-    summary_message_threshold=10**9, summary_token_threshold=10**9,
+    summary_message_threshold=10**9, summary_token_threshold=10**9, clear_at_least_tokens=0,
 )  # fmt: skip
 
 

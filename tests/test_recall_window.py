@@ -14,9 +14,10 @@ from contextwright.history import CompactionConfig
 from contextwright.stores import SQLiteStore
 
 H = HeuristicCounter()
+# no summaries (clear_at_least_tokens=0: the summary triggers decide, not the window's overflow)
 _NEVER = CompactionConfig(
     soft_threshold_tokens=10**9, hard_threshold_tokens=10**9,
-    summary_message_threshold=10**9, summary_token_threshold=10**9,
+    summary_message_threshold=10**9, summary_token_threshold=10**9, clear_at_least_tokens=0,
 )  # fmt: skip
 _QUESTION = re.compile(r"question (\d+) about zebra\1\b")
 

@@ -3,11 +3,12 @@
 This package owns the history part (docs/architecture.md): the incremental thread summary
 (`_summary`: `Summarizer`, `RuleSummarizer`, `LLMSummarizer`; `_summary_format`: the
 rule summary's text format), and — added alongside them — the sliding window over
-tool-call units, compaction (soft, hard, emergency) and tool-result compression with
-working-memory offload. Each lives in its own private module and is re-exported
-here, one import block per module.
+tool-call units, compaction (soft, hard, emergency), cache-aware clearing
+(`_clearing`) and tool-result compression with working-memory offload. Each lives
+in its own private module and is re-exported here, one import block per module.
 """
 
+from ._clearing import clearing_cut
 from ._compaction import (
     PRESETS,
     CompactionCheck,
@@ -66,6 +67,7 @@ __all__ = [
     "Urgency",
     "analyse",
     "check",
+    "clearing_cut",
     "detect_locale",
     "plan_compaction",
     "readback_page",

@@ -52,6 +52,9 @@ __all__ = [
 
 Urgency = Literal["none", "soft", "hard", "emergency"]
 EMERGENCY_SHARE = 0.95  # above 95 % of the budget, force everything (design-notes, Compaction)
+# clear_at_least_tokens=None: a clearing frees at least half of what the live history
+# may grow to (docs/design-notes.md, Prompt cache)
+AUTO_CLEAR_DIVISOR = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,10 @@ class CompactionConfig:
     summary_message_threshold: int = 10
     summary_token_threshold: int = 3_000
     long_message_tokens: int = 2_000  # strategy 3 (design-notes, History window)
+    # cache-aware clearing (design-notes, Prompt cache): a summary that moves the
+    # prompt's start frees at least this many tokens, or waits; None: half of the
+    # history window or the soft threshold; 0: off (the window slides, summaries follow)
+    clear_at_least_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.soft_threshold_tokens <= 0 or self.hard_threshold_tokens <= 0:
@@ -88,6 +95,22 @@ class CompactionConfig:
             raise ConfigError("summary thresholds must be at least 1")
         if self.long_message_tokens < 16:
             raise ConfigError("long_message_tokens must be at least 16")
+        at_least = self.clear_at_least_tokens
+        if at_least is not None and (
+            isinstance(at_least, bool) or not isinstance(at_least, int) or at_least < 0
+        ):
+            raise ConfigError(
+                f"CompactionConfig.clear_at_least_tokens must be None or an integer >= 0, "
+                f"got {at_least!r}"
+            )
+
+    def clear_at_least(self, window: int) -> int:
+        """The tokens a clearing frees at least, for a history window of ``window`` tokens
+        (0: cache-aware clearing is off). By default half of what the live history
+        may grow to: the window, or the soft threshold if that is lower."""
+        if self.clear_at_least_tokens is None:
+            return max(0, min(window, self.soft_threshold_tokens)) // AUTO_CLEAR_DIVISOR
+        return self.clear_at_least_tokens
 
     @classmethod
     def preset(cls, name: str) -> CompactionConfig:
@@ -205,8 +228,14 @@ def plan_compaction(
     shortened_savings: int = 0,
     urgency: Urgency = "soft",
     force_summary: bool = False,
+    clear_at_least: int = 0,
 ) -> CompactionPlan:
-    """Decide the steps for the unsummarised ``messages`` (with their prompt ``costs``)."""
+    """Decide the steps for the unsummarised ``messages`` (with their prompt ``costs``).
+
+    A soft compaction that would free fewer than ``clear_at_least`` tokens is not
+    made (every summary rewrites the provider's cached prompt; docs/design-notes.md,
+    Prompt cache): a hard one, an emergency or a forced one always is.
+    """
     if len(messages) != len(costs):
         raise ConfigError("plan_compaction: messages and costs differ in length")
     before = summary_tokens + sum(costs)
@@ -221,12 +250,19 @@ def plan_compaction(
     cut = 0
     if tokens >= config.soft_threshold_tokens or force_summary or urgency in ("hard", "emergency"):
         cut = summary_boundary(messages, config.keep_recent_messages)
-        if cut:
+        freed = sum(costs[:cut])
+        if not cut:
+            notes.append(f"only {len(messages)} message(s) after the summary; nothing to summarise")
+        elif freed < clear_at_least and urgency == "soft" and not force_summary:
+            notes.append(
+                f"summarising {cut} message(s) would free {freed} tokens, fewer than "
+                f"clear_at_least ({clear_at_least}): left for a later compaction"
+            )
+            cut = 0
+        else:
             steps.append("summarize_early_turns")
             tokens = min(tokens, config.summary_max_tokens + sum(costs[cut:]))
             notes.append(f"summarise {cut} message(s), keep the last {len(messages) - cut}")
-        else:
-            notes.append(f"only {len(messages)} message(s) after the summary; nothing to summarise")
     if tokens >= config.soft_threshold_tokens and shortened_savings:
         steps.append("shorten_long_messages")
         tokens -= shortened_savings

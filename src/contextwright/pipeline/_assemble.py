@@ -60,7 +60,7 @@ def assemble(
         if lay.summary_text:
             out.append(Message.system(lay.summary_text))
             lay.breakpoints.append(len(out) - 1)
-        at[0] = len(out)
+        at[0] = lay.head = len(out)
         out.extend(window)
         at[1] = len(out)
         if window:
@@ -342,6 +342,11 @@ def write_receipt(
         )
     report.blocks[:0] = lines[:1] if engine.system_prompt else []
     report.blocks.extend(lines[1:] if engine.system_prompt else lines)
+    # the prompt cache: this request against the previous build's (`PrefixMemo`)
+    report.prefix = engine._prefixes.compare(
+        lay.namespace, messages, lay.breakpoints, lay.head, bool(lay.summary_text),
+        lay.window_tokens, counter, ov,
+    )  # fmt: skip
     report.protected_tokens = lay.protected
     report.warnings.extend(lay.warnings)
     report.history_messages = kept

@@ -52,6 +52,7 @@ from ..tokens._frame import DEFAULT_OVERHEAD, MessageOverhead, count_key, messag
 from ._assemble import assemble, warn_dropped, write_receipt
 from ._fetch import fetch_all
 from ._fit_stage import NextStep, candidates, fit_stage, hint_start, split_next_step, window_hint
+from ._prefix import PrefixMemo
 from ._receipt import BlockReport, BuiltContext, ContextReport
 from ._settings import check_settings, check_text
 from ._tracing import traced_build
@@ -167,6 +168,7 @@ class ContextEngine:
         # one remembered window walk per conversation (namespace), the most recent 256
         self._memos: OrderedDict[str, WindowMemo] = OrderedDict()
         self._memo_lock = threading.Lock()
+        self._prefixes = PrefixMemo()  # the previous requests (the receipt's ``prefix``)
         self._loop: asyncio.AbstractEventLoop | None = None
         # per conversation: (length, last message, user messages) of the last history scanned
         self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int]] = OrderedDict()
@@ -177,8 +179,8 @@ class ContextEngine:
         self.usage = UsageFeedback()
 
     def drop_caches(self) -> None:
-        """Forget the per-conversation accelerators (window walks, history scans,
-        shortened copies); the next build recomputes them and builds the same context.
+        """Forget the per-conversation accelerators (window walks, history scans, shortened
+        copies, previous requests); the next build recomputes them and builds the same context.
 
         The block cache (``cache``) is left alone: what it holds is governed by its
         TTLs and `invalidate`, not an accelerator.
@@ -186,6 +188,7 @@ class ContextEngine:
         with self._memo_lock:
             self._memos.clear()
             self._scans.clear()
+        self._prefixes.clear()
         self._shortened = ShortenCache(self._shortened.maxsize)
 
     def forget(self, *, tenant: str, user: str, conversation: str) -> None:
@@ -195,6 +198,7 @@ class ContextEngine:
         with self._memo_lock:
             self._memos.pop(namespace, None)
             self._scans.pop((tenant, user, conversation), None)
+        self._prefixes.forget(namespace)
         self.invalidate(namespace=namespace)
 
     @staticmethod

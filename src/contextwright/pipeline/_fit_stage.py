@@ -103,6 +103,8 @@ class Layout:
     grant: dict[str, int] = field(default_factory=dict)
     protected_by: dict[str, int] = field(default_factory=dict)  # protected tokens per section
     breakpoints: list[int] = field(default_factory=list)
+    head: int = 0  # messages before the window (system, summary), set when assembled
+    namespace: str = ""  # the conversation's (the cache namespace)
     warnings: list[str] = field(default_factory=list)
     step: NextStep | None = None
 
@@ -163,6 +165,7 @@ def fit_stage(
     lay = Layout(
         static_p0=[c for c in cands if c.block.static and c.block.priority <= 0] + pinned,
         tail_p0=[c for c in cands if not c.block.static and c.block.priority <= 0],
+        namespace=turn.namespace,
     )
     static_rest = [c for c in cands if c.block.static and c.block.priority > 0]
     tail_rest = [c for c in cands if not c.block.static and c.block.priority > 0]

@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeAlias
 from .. import adapters
 from .._errors import ConfigError
 from ..model._messages import Message
+from ._prefix import PrefixReport
 
 __all__ = ["BlockReport", "BuiltContext", "ContextReport", "SectionReport", "Status"]
 
@@ -82,6 +83,8 @@ class ContextReport:
     usage: dict[str, Any] | None = None
     # a rebuild after a context-length error: what the error said, the budget cut to
     overflow: dict[str, Any] | None = None
+    # the prompt cache: this request against the previous build's (`PrefixReport`)
+    prefix: PrefixReport | None = None
 
     @property
     def utilisation(self) -> float:
@@ -164,6 +167,13 @@ class ContextReport:
             )
         if self.compaction:
             summary += "\ncompaction: " + ", ".join(f"{k}={v}" for k, v in self.compaction.items())
+        if self.prefix is not None:
+            p = self.prefix
+            summary += (
+                f"\nprompt cache: {p.cached_tokens} of {p.cacheable_tokens} cacheable tokens "
+                f"as the previous build sent them, {p.write_tokens} written"
+                + (f" (changed: {p.changed})" if p.changed else "")
+            )
         parts: list[Any] = [items, sections, summary]
         parts += [f"[yellow]warning:[/] {w}" for w in self.warnings]
         return Group(*parts)

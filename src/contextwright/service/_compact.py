@@ -25,12 +25,12 @@ from ..history import (
     OutlineSummarizer,
     check,
     plan_compaction,
-    summary_boundary,
 )
 from ..model._messages import Message
 from ..stores import CompactionEntry, Job, MessageOutline, Summary
 from ..stores._inline import runs_inline
 from ..tokens._frame import count_message
+from ._clearing import routine_cut
 from ._tail import Tail
 from ._tracing import COMPACTION, SUMMARY, compaction_attributes, conversation_attributes, tracer_of
 
@@ -78,17 +78,22 @@ class Compactor:
         """Whether a summary of the conversation is pending or under way here (its tail stays)."""
         return self.running(key) is not None
 
-    async def schedule(self, conversation: str, tenant: str, user: str, *, routine: bool) -> None:
+    async def schedule(
+        self, conversation: str, tenant: str, user: str, *, routine: bool, window: int | None = None
+    ) -> None:
         """Summarise in the background: enqueue the conversation's 'summarise' job.
 
         One job per conversation is pending or running, in every process that
         shares the store (the queue's dedup); a job enqueued here and not yet run
-        is not enqueued again (that would only find it).
+        is not enqueued again (that would only find it). ``window``: the room the
+        history had, when less than the allowance (`window_after`).
         """
         key = (tenant, conversation)
         if self.running(key) is not None:
             return
         payload = {"conversation": conversation, "user": user, "routine": routine}
+        if window is not None:
+            payload["window"] = window
         _, done = await self.c._runner.enqueue(SUMMARISE, conversation, payload, tenant=tenant)
         if not done.done():
             self._pending[key] = done
@@ -159,6 +164,7 @@ class Compactor:
         """The 'summarise' handler: a background summary of the job's conversation."""
         p = job.payload
         conversation, user, routine = p["conversation"], p["user"], bool(p.get("routine"))
+        window = p.get("window") if isinstance(p.get("window"), int) else None
         key = (job.tenant, conversation)
         mine = self._pending.get(key)
         here: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -168,7 +174,7 @@ class Compactor:
             tail = await self.c._tail(conversation, job.tenant, user)
             await self.compact_now(
                 conversation, job.tenant, user, tail, None, wait=False, routine=routine,
-                prompt=False, background=True,
+                prompt=False, background=True, window=window,
             )  # fmt: skip
         except _StoodDown:
             pass  # a forced compaction waiting for this job covers what it would have
@@ -188,13 +194,13 @@ class Compactor:
         self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
         *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
         explicit: bool = False, prompt: bool = True, background: bool = False,
-        budget: Budget | int | None = None,
+        budget: Budget | int | None = None, window: int | None = None,
     ) -> CompactionResult:  # fmt: skip
         """`_compact_now`, in a ``contextwright.compaction`` span when tracing."""
         run = functools.partial(
             self._compact_now, conversation, tenant, user, tail, urgency, wait=wait,
             routine=routine, preview=preview, force=force, explicit=explicit, prompt=prompt,
-            background=background, budget=budget,
+            background=background, budget=budget, window=window,
         )  # fmt: skip
         tracer = tracer_of(self.c)
         if not tracer.enabled:
@@ -219,7 +225,7 @@ class Compactor:
         self, conversation: str, tenant: str, user: str, tail: Tail, urgency: CompactionCheck | None,
         *, wait: bool, routine: bool = False, preview: bool = False, force: bool = False,
         explicit: bool = False, prompt: bool = True, background: bool = False,
-        budget: Budget | int | None = None,
+        budget: Budget | int | None = None, window: int | None = None,
     ) -> CompactionResult:  # fmt: skip
         """Summarise early turns into a new summary version and log it.
 
@@ -258,20 +264,10 @@ class Compactor:
         )
         summary_tokens = before_summary.tokens if before_summary else 0
         if routine:
-            # a routine summary covers what has left the window, keeping the recent N:
-            # only the messages the window can hold need a count (a bulk import
-            # stores the rest uncounted), counted here if they have none
-            window, acc, keep, i = self.c._window_allowance(budget), 0, 0, n
-            while i > 0:
-                i -= 1
-                if costs[i] is None:
-                    await fill(max(0, i - 63), i + 1)
-                acc += costs[i] or 0
-                if acc > window:
-                    break
-                keep += 1
-            keep = max(keep, self.c.compaction.keep_recent_messages)
-            cut = summary_boundary(outline, keep)
+            # a routine summary covers what has left the window (cache-aware: at least
+            # ``clear_at_least`` tokens), keeping the recent N (`routine_cut`)
+            window = window or self.c._window_allowance(budget)
+            cut = await routine_cut(self.c, outline, costs, fill, window)
             await fill(cut, n)  # what stays is shown: counted
             await fill(0, cut, uncounted=False)  # counted by another counter: recounted
         else:
@@ -299,6 +295,7 @@ class Compactor:
             plan = plan_compaction(
                 self.c.compaction, outline, known, summary_tokens=summary_tokens,
                 compressed_tool_results=compressed, urgency=urgency.urgency, force_summary=force,
+                clear_at_least=self.c.compaction.clear_at_least(self.c._window_allowance(budget)),
             )  # fmt: skip
             cut, strategies, notes = plan.summarize_count, plan.strategies, plan.notes
         if unknown:

@@ -16,13 +16,14 @@ last one, so a turn costs the same in a conversation of 100 messages and of 100,
   original offloaded to working memory behind a read-back pointer
   (`ToolResultCompressor`); the stored message stays verbatim.
 
-Summaries are incremental (previous summary + the messages since it) and are
-made in the background: a build never waits for one unless the conversation is
-over the hard compaction threshold. A routine summary covers what has left the
-window; `compact` (soft: background, hard: before the build returns; docs/design-notes.md,
-Compaction) keeps only the last N messages out of it. Compaction deletes nothing: the
-summary replaces old messages in the prompt only, every version is kept, and the
-originals stay searchable (recall brings exact old turns back); `delete` alone does.
+Summaries are incremental (previous summary + the messages since) and made in the
+background: a build waits for one only over the hard compaction threshold. A
+routine summary covers what has left the window, at least ``clear_at_least`` tokens
+at once (`_clearing`: the prompt stays append-only between summaries, for the
+provider's cache); `compact` (soft: background, hard: before the build returns;
+docs/design-notes.md, Compaction) keeps only the last N messages out of it. Nothing is
+deleted: summaries replace old messages in the prompt only, every version is kept,
+the originals stay searchable (recall brings exact old turns back); `delete` alone does.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from ..stores._open import open_backend
 from ..stores._runner import JobRunner
 from ..stores._wakeup import Wakeup, open_wakeup
 from ..tokens._correction import Correction
+from ._clearing import summarise_after
 from ._compact import SUMMARISE, Compactor, MemoryFlush
 from ._live import can_cut, live_check, window_allowance
 from ._reads import originals
@@ -349,9 +351,7 @@ class Conversations:
         built.report.last_seq = seen
         built.report.compaction = compaction_report(urgency, compacted)
         self._usage.remember(tenant, conversation, built)
-        if urgency.summary_due or urgency.urgency == "soft":
-            routine = urgency.urgency == "none"
-            await self._compactor.schedule(conversation, tenant, user, routine=routine)
+        await summarise_after(self, tail, urgency, built.report, budget, conversation, tenant, user)
         return built
 
     def _can_cut(self, tail: Tail) -> bool:

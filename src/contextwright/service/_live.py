@@ -2,13 +2,18 @@
 
 Read off its `Tail` in O(tail): the summary, everything after it (the running
 totals, stored counts), the newest messages a summary must leave out, and what
-lies outside the window that the budget gives the history.
+lies outside the window that the budget gives the history. With cache-aware
+clearing on (`CompactionConfig.clear_at_least`) a summary is due only once the
+live history outgrows the window.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..budget._budget import Budget
 from ..history import CompactionCheck, CompactionConfig, check, summary_boundary
+from ._clearing import cache_aware
 from ._tail import Tail
 
 __all__ = ["can_cut", "live_check", "window_allowance"]
@@ -65,10 +70,20 @@ def live_check(config: CompactionConfig, tail: Tail, window: int) -> CompactionC
     else:  # the kept messages reach back past the tail: share the tokens evenly
         coverable_tokens = unsummarized * coverable // pending
     outside = min(max(0, unsummarized - window), coverable_tokens)
-    return check(
+    result = check(
         config, live_tokens=summary_tokens + unsummarized,
         unsummarized_messages=outside_msgs, unsummarized_tokens=outside,
     )  # fmt: skip
+    at_least = cache_aware(config, kept, window)
+    if at_least and pending <= n:
+        # Cache-aware (docs/design-notes.md, Prompt cache): no summary while the live
+        # history fits the window, so the prompt only grows at its end; one as soon
+        # as it does not, which clears at least ``clear_at_least`` (`clearing_cut`).
+        # (The usual triggers when the tail does not hold all the live history.)
+        due = unsummarized > window and coverable_tokens >= at_least
+        if due != result.summary_due:
+            result = replace(result, summary_due=due)
+    return result
 
 
 def window_allowance(

@@ -84,6 +84,8 @@ def receipt_dict(report: ContextReport) -> dict[str, Any]:
     d["warnings"] = list(report.warnings)
     if report.compaction is not None:
         d["compaction"] = copy.deepcopy(report.compaction)
+    if report.prefix is not None:
+        d["prefix"] = dict(report.prefix.__dict__)
     d["utilisation"] = round(report.utilisation, 4)
     return d
 

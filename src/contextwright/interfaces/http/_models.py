@@ -195,6 +195,17 @@ class SectionView(BaseModel):
     used: int
 
 
+class PrefixView(BaseModel):
+    """The prompt cache: this request against the previous build's (`PrefixReport`)."""
+
+    cacheable_tokens: int
+    cached_tokens: int
+    write_tokens: int
+    least_write_tokens: int
+    known: bool
+    changed: str
+
+
 class Receipt(BaseModel):
     """The context receipt (`ContextReport.to_dict`): what the build included, cut, dropped, why."""
 
@@ -220,6 +231,7 @@ class Receipt(BaseModel):
     warnings: list[str]
     compaction: dict[str, Any] | None = None
     last_seq: int | None = None
+    prefix: PrefixView | None = None
     utilisation: float
 
 
