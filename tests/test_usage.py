@@ -258,7 +258,9 @@ def _check_converges(rows: list[Turn]) -> None:
     over = [r for r in rows[1:] if r.reported > r.budget]
     assert len(over) <= 1
     assert all(r.reported <= r.budget * 1.01 for r in over)
-    assert rows[-1].reported >= 0.85 * rows[-1].budget  # and the budget is used
+    # and the budget is used: by the fullest of the last ten turns (cache-aware clearing
+    # summarises half a window at once, so a turn just after a summary uses less)
+    assert max(r.reported / r.budget for r in rows[-10:]) >= 0.85
 
 
 @pytest.mark.parametrize("language", ["english", "chinese"])
