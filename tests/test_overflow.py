@@ -30,6 +30,7 @@ from contextwright import (
     Message,
     ToolCallPart,
 )
+from contextwright.history import CompactionConfig
 from contextwright.llm._overflow import read_overflow
 
 from .loopback import LoopbackServer, chat_completion, serving
@@ -205,7 +206,11 @@ def provider() -> Iterator[Provider]:
 
 async def _conversation(budget: int = 2600) -> Conversations:
     engine = ContextEngine(system_prompt=SYSTEM, counter=HeuristicCounter(), budget=budget)
-    conversations = Conversations(engine, inline_jobs=True)
+    # The earlier triggers (clear_at_least_tokens=0): the default, cache-aware clearing,
+    # summarises half a window at once, and the first request then fits the provider's
+    # window: these tests need one that does not.
+    compaction = CompactionConfig(clear_at_least_tokens=0)
+    conversations = Conversations(engine, inline_jobs=True, compaction=compaction)
     for ask, answer in english_trace(45, seed=3):
         await conversations.append("c", [Message.user(ask), Message.assistant(answer)])
     return conversations
