@@ -539,8 +539,11 @@ def test_anthropic_cache_breakpoints() -> None:
     for bad in ([8], [-9], ["1"]):
         with pytest.raises(ConfigError):
             render_anthropic(conv, cache_breakpoints=bad)  # type: ignore[arg-type]
-    with pytest.raises(ProviderRuleError, match="too_many_cache_controls"):
-        render_anthropic(conv, cache_breakpoints=[0, 1, 2, 3, 6], max_breakpoints=5)
+    # Never more than Anthropic's 4 in all, whatever max_breakpoints says.
+    assert (
+        len(_marked(render_anthropic(conv, cache_breakpoints=[0, 1, 2, 3, 6], max_breakpoints=5)))
+        == 4
+    )
 
 
 def test_anthropic_reading_splits_tool_results_from_user_content() -> None:
@@ -553,9 +556,12 @@ def test_anthropic_reading_splits_tool_results_from_user_content() -> None:
         system="be nice",
     )  # fmt: skip
     assert [m.role for m in msgs] == ["system", "user", "assistant", "tool", "user"]
-    assert msgs[3].tool_results == (
-        ToolResultPart("a", "ra", False, "f"),
-        ToolResultPart("b", (TextPart("rb"), ImagePart(url="https://i/1.png")), True, "g"),
+    first, second = msgs[3].tool_results
+    assert (first.call_id, first.content, first.is_error, first.name) == ("a", "ra", False, "f")
+    assert first.native is not None  # the cache_control the user set is kept
+    assert first.native.data["cache_control"] == {"type": "ephemeral"}
+    assert second == ToolResultPart(
+        "b", (TextPart("rb"), ImagePart(url="https://i/1.png")), True, "g"
     )
     assert msgs[2].tool_calls[0].input == {"x": 1}
     assert msgs[4].text == "and?"
@@ -735,11 +741,17 @@ BAD_INPUT: list[tuple[Callable[..., object], tuple[Any, ...], str]] = [
     (from_anthropic, ([{"role": "user", "content": [5]}],), "messages[0].content[0]"),
     (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result"}]}],), "messages[0].content[0].tool_use_id"),
     (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "is_error": "yes"}]}],), "messages[0].content[0].is_error"),
-    (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "document"}]}]}],), "messages[0].content[0].content[0].type"),
-    (from_anthropic, ([{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}],), "messages[0].content[0].source.type"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "document"}]}]}],), "messages[0].content[0].content[0].source"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "video"}]}]}],), "messages[0].content[0].content[0].type"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "image", "source": {"type": "s3", "key": "f"}}]}],), "messages[0].content[0].source.type"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "document", "source": "x"}]}],), "messages[0].content[0].source"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]}],), "messages[0].content[0].type"),
+    (from_anthropic, ([{"role": "assistant", "content": [{"type": "server_tool_use", "id": "s", "name": "web_search"}]}],), "messages[0].content[0].input"),
+    (from_anthropic, ([{"role": "assistant", "content": [{"type": "web_search_tool_result", "content": []}]}],), "messages[0].content[0].tool_use_id"),
     (from_anthropic, ([{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]}],), "messages[0].content[0].source.media_type"),
     (from_anthropic, ([{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}],), "messages[0].content[0].type"),
-    (from_anthropic, ([{"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]}],), "messages[0].content[0].type"),
+    (from_anthropic, ([{"role": "assistant", "content": [{"type": "thinking", "thinking": 5}]}],), "messages[0].content[0].thinking"),
+    (from_anthropic, ([{"role": "assistant", "content": [{"type": "redacted_thinking"}]}],), "messages[0].content[0].data"),
     (from_anthropic, ([{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": [1]}]}],), "messages[0].content[0].input"),
     (from_anthropic, ([{"role": "assistant", "content": [{"type": "tool_use", "name": "f", "input": {}}]}],), "messages[0].content[0].id"),
     (from_anthropic, ([AU], [{"type": "image"}]), "system[0].type"),

@@ -45,6 +45,7 @@ from ._common import (
     opt_str,
     text_parts,
 )
+from ._foreign import RenderNote
 from ._rules import validate_openai_chat
 
 __all__ = ["from_openai_chat", "render_openai_chat"]
@@ -233,6 +234,7 @@ def render_openai_chat(
     *,
     system_role: Literal["system", "developer"] = "system",
     validate: bool = True,
+    notes: list[RenderNote] | None = None,
 ) -> list[dict[str, Any]]:
     """Render neutral messages as a Chat Completions ``messages`` list.
 

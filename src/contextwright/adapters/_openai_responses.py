@@ -51,6 +51,7 @@ from ._common import (
     opt_str,
     text_parts,
 )
+from ._foreign import RenderNote
 from ._rules import validate_responses
 
 __all__ = ["from_responses", "render_responses"]
@@ -186,6 +187,7 @@ def render_responses(
     *,
     system_role: Literal["system", "developer"] = "system",
     validate: bool = True,
+    notes: list[RenderNote] | None = None,
 ) -> list[dict[str, Any]]:
     """Render neutral messages as a Responses API ``input`` item list.
 
