@@ -695,7 +695,8 @@ def test_validators_accept_good_payloads() -> None:
     validate_responses(
         [{"role": "developer", "content": "d"}, {"role": "user", "content": [{"type": "input_text", "text": "q"}]},
          {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a", "annotations": []}]},
-         FC, {"type": "reasoning", "summary": []}, FCO, {"role": "system", "content": "later"}]
+         {"type": "reasoning", "id": "rs_1", "summary": []}, {**FC, "id": "fc_1"}, FCO,
+         {"role": "system", "content": "later"}]
     )  # fmt: skip
     validate_anthropic(
         _anth(AU, A_USE, {"role": "user", "content": [RESULT, {"type": "text", "text": " "}, {"type": "text", "text": "more"}]},
@@ -725,16 +726,18 @@ BAD_INPUT: list[tuple[Callable[..., object], tuple[Any, ...], str]] = [
     (from_openai_chat, ([{"role": "tool", "content": "x"}],), "messages[0].tool_call_id"),
     (from_openai_chat, ([{"role": "tool", "tool_call_id": "c"}],), "messages[0].content"),
     (from_responses, ({"input": []},), "input"),
-    (from_responses, ([{"type": "reasoning", "summary": []}],), "input[0].type"),
+    (from_responses, ([{"type": "telepathy", "summary": []}],), "input[0].type"),
+    (from_responses, ([{"type": "item_reference"}],), "input[0].id"),
+    (from_responses, ([{"type": "custom_tool_call", "name": "f", "input": "x"}],), "input[0].call_id"),
     (from_responses, ([{"role": "tool", "content": "x"}],), "input[0].role"),
     (from_responses, ([{"role": "user"}],), "input[0].content"),
     (from_responses, ([{"role": "system", "content": [{"type": "input_image", "image_url": "u"}]}],), "input[0].content[0].type"),
-    (from_responses, ([{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}],), "input[0].content[0].file_id"),
+    (from_responses, ([{"role": "user", "content": [{"type": "input_image", "detail": "auto"}]}],), "input[0].content[0].image_url"),
     (from_responses, ([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "no"}],), "input[0].arguments"),
     (from_responses, ([{"type": "function_call", "call_id": "c", "arguments": "{}"}],), "input[0].name"),
     (from_responses, ([{"type": "function_call_output", "output": "x"}],), "input[0].call_id"),
     (from_responses, ([{"type": "function_call_output", "call_id": "c"}],), "input[0].output"),
-    (from_responses, ([{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_file"}]}],), "input[0].output[0].type"),
+    (from_responses, ([{"type": "function_call_output", "call_id": "c", "output": [{"type": "video"}]}],), "input[0].output[0].type"),
     (from_anthropic, ("x",), "messages"),
     (from_anthropic, ([{"role": "bot", "content": "x"}],), "messages[0].role"),
     (from_anthropic, ([{"role": "user"}],), "messages[0].content"),
@@ -773,14 +776,18 @@ JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(
         ["", "x", "user", "assistant", "tool", "system", "text", "image", "tool_use", "tool_result",
          "function_call", "function_call_output", "image_url", "input_text", "input_image", "base64",
-         "url", "{}", "data:image/png;base64,QQ=="]
+         "url", "{}", "data:image/png;base64,QQ==", "thinking", "redacted_thinking", "document",
+         "reasoning", "compaction", "item_reference", "server_tool_use", "web_search_tool_result",
+         "custom_tool_call", "custom_tool_call_output", "computer_call", "local_shell_call_output",
+         "input_file", "input_audio", "file", "search_result", "signature", "encrypted_content"]
     ),
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(
         st.sampled_from(
             ["role", "content", "type", "text", "tool_calls", "tool_call_id", "id", "function", "name",
              "arguments", "image_url", "url", "source", "data", "media_type", "input", "tool_use_id",
-             "is_error", "call_id", "output", "detail", "refusal"]
+             "is_error", "call_id", "output", "detail", "refusal", "thinking", "signature",
+             "citations", "cache_control", "title", "summary", "audio", "file_data", "file_id"]
         ),
         inner,
         max_size=5,

@@ -232,7 +232,7 @@ def read_block(
     if kind == "redacted_thinking" and role == "assistant":
         data = expect_str(block.get("data"), f"{where}.data", empty_ok=False)
         return ThinkingPart(redacted=True, data=data)
-    if kind in ANTHROPIC_KINDS.get(role, ()):
+    if isinstance(kind, str) and kind in ANTHROPIC_KINDS.get(role, ()):
         return _kept(block, where)
     return None
 
