@@ -23,13 +23,18 @@ from pydantic import ConfigDict, TypeAdapter
 
 from contextwright.adapters import (
     from_anthropic,
+    from_openai_chat,
+    from_responses,
     render_anthropic,
     render_openai_chat,
     render_responses,
     validate_anthropic,
+    validate_openai_chat,
+    validate_responses,
 )
 from contextwright.model._messages import Message
 from contextwright.model._native import ProviderPart, ThinkingPart
+from contextwright.model._units import group_units
 from tests.test_adapters import (
     ANTHROPIC_SYSTEM_TYPE,
     CHAT_TYPE,
@@ -130,6 +135,87 @@ def test_anthropic_golden_parts_and_text_forms() -> None:
     assert redacted.data
     # the system block's cache_control (the user's) is kept in its native form
     assert messages[0].parts[0].native is not None  # type: ignore[union-attr]
+
+
+def test_anthropic_golden_for_other_providers_converts_or_drops_with_notes() -> None:
+    request = golden("anthropic_thinking_tools.json")
+    messages = from_anthropic(request["messages"], request["system"])
+    out = check_everywhere(messages)
+    validate_openai_chat(out["openai"])
+    validate_responses(out["responses"])
+    wire = json.dumps(out["openai"]) + json.dumps(out["responses"])
+    assert "EuYBCkQYAiJA" not in wire  # signatures never leave Anthropic
+    assert "The notes say revenue" not in wire  # nor does thinking
+    assert "Revenue grew 12% in Q3. Costs fell 3%." in wire  # the text document, as text
+    assert "Paris: rain expected" in wire  # web search results, as text
+    assert "112.0" in wire  # the code execution's output, as text
+    for provider in ("openai", "responses"):
+        done = {(n.part, n.action) for n in out["notes"][provider]}
+        assert ("anthropic thinking", "dropped") in done
+        assert ("anthropic redacted_thinking", "dropped") in done
+        assert ("anthropic document", "converted") in done
+        assert ("anthropic server_tool_use", "dropped") in done
+        assert ("anthropic web_search_tool_result", "converted") in done
+    assert out["notes"]["anthropic"] == []  # nothing lost on the way home
+
+
+def input_form(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses items with input messages in their easy form (the same request):
+    no ``type``, one text part as a string."""
+    out = []
+    for item in items:
+        if item.get("type", "message") == "message" and item["role"] != "assistant":
+            content = item["content"]
+            if (
+                isinstance(content, list)
+                and len(content) == 1
+                and content[0]["type"] == "input_text"
+            ):
+                content = content[0]["text"]
+            item = {"role": item["role"], "content": content}
+        out.append(item)
+    return out
+
+
+def test_responses_golden_comes_back_byte_for_byte() -> None:
+    request = golden("responses_reasoning_tools.json")
+    messages = from_responses(request["input"])
+    out = render_responses(messages, system_role="developer")
+    # reasoning (with its encrypted content), built-in calls, ids and annotations:
+    # the same JSON text as they came, in the same order
+    assert json.dumps(out) == json.dumps(input_form(request["input"]))
+    validate_responses(out)
+    sdk_check(RESPONSES_TYPE, out)
+    stored = [Message.from_dict(json.loads(json.dumps(m.to_dict()))) for m in messages]
+    assert stored == messages
+    # a reasoning item is in the unit of the call it led to: kept or dropped with it
+    units = group_units(messages)
+    first_call = next(u for u in units if u.kind == "tool_call")
+    parts = messages[first_call.start].parts
+    assert next(getattr(p, "kind", None) for p in parts) == "reasoning"
+    # the stored function call an item_reference stands for pairs with its output
+    assert [u.kind for u in units].count("tool_call") == 4
+
+
+def test_responses_golden_for_other_providers_converts_or_drops_with_notes() -> None:
+    request = golden("responses_reasoning_tools.json")
+    messages = from_responses(request["input"])
+    out = check_everywhere(messages)
+    validate_anthropic(out["anthropic"])
+    validate_openai_chat(out["openai"])
+    wire = json.dumps(out["anthropic"]) + json.dumps(out["openai"])
+    assert "gAAAAAB" not in wire  # encrypted reasoning never leaves OpenAI Responses
+    assert "rs_68af" not in wire
+    assert "msg_68af" not in wire
+    assert "Refunds are possible within 30 days of booking." in wire  # file search, as text
+    assert "85.0" in wire  # the code interpreter's logs, as text
+    for provider in ("anthropic", "openai"):
+        done = {(n.part, n.action) for n in out["notes"][provider]}
+        assert ("responses reasoning", "dropped") in done
+        assert ("responses web_search_call", "dropped") in done
+        assert ("responses file_search_call", "converted") in done
+        assert ("responses input_file", "dropped") in done
+    assert out["notes"]["responses"] == []
 
 
 # A conversation of Anthropic turns holding every block kind, drawn by hypothesis.
@@ -244,3 +330,42 @@ def test_unsigned_thinking_and_foreign_reasoning_never_reach_anthropic() -> None
     assert {(n.part, n.action) for n in notes} == {
         ("anthropic thinking", "dropped"), ("responses reasoning", "dropped"),
     }  # fmt: skip
+
+
+# -- OpenAI Chat ----------------------------------------------------------------------------
+
+
+def test_openai_chat_golden_comes_back_byte_for_byte() -> None:
+    request = golden("openai_chat_audio_refusal.json")
+    messages = from_openai_chat(request["messages"])
+    out = render_openai_chat(messages)
+    assert json.dumps(out) == json.dumps(request["messages"])
+    validate_openai_chat(out)
+    sdk_check(CHAT_TYPE, out)
+    refusal = messages[8].parts[0]
+    assert refusal.text == "I can't delete an account without the customer's consent."  # type: ignore[union-attr]
+    stored = [Message.from_dict(json.loads(json.dumps(m.to_dict()))) for m in messages]
+    assert render_openai_chat(stored) == out
+
+
+def test_openai_chat_golden_for_other_providers() -> None:
+    request = golden("openai_chat_audio_refusal.json")
+    messages = from_openai_chat(request["messages"])
+    out = check_everywhere(messages)
+    validate_anthropic(out["anthropic"])
+    validate_responses(out["responses"])
+    wire = json.dumps(out["anthropic"]) + json.dumps(out["responses"])
+    # a refusal is sent as its text; audio and files only Chat can take are dropped
+    assert "I can't delete an account without the customer's consent." in wire
+    assert "I won't delete the account." in wire
+    assert "audio_68af" not in wire
+    for provider in ("anthropic", "responses"):
+        done = {(n.part, n.action) for n in out["notes"][provider]}
+        assert ("openai input_audio", "dropped") in done
+        assert ("openai audio", "dropped") in done
+        assert ("openai refusal", "converted") in done
+    # the custom tool call goes elsewhere as a function call with its input
+    calls = [
+        b for m in out["anthropic"]["messages"] for b in m["content"] if b["type"] == "tool_use"
+    ]
+    assert calls[0]["input"] == {"input": "UPDATE orders SET refunded = true WHERE id = 42"}

@@ -6,7 +6,7 @@
   ``function_call_output``, ``reasoning``, ...), or ``input_text``,
   ``input_image``, ``output_text`` parts; an object with an ``input`` list;
 * **openai** — role ``tool`` or ``function``, ``tool_calls``, ``tool_call_id``,
-  ``function_call``, or ``image_url`` / ``refusal`` parts;
+  ``function_call``, or ``image_url`` / ``refusal`` / ``input_audio`` / ``file`` parts;
 * **anthropic** — ``tool_use`` / ``tool_result`` / ``thinking`` / ``document`` /
   server tool blocks, ``image`` blocks with a ``source``; an object with a
   top-level ``system`` beside ``messages``;
@@ -39,6 +39,8 @@ _PART_MARKS: dict[str, Format] = {
     "output_text": "responses",
     "image_url": "openai",
     "refusal": "openai",
+    "input_audio": "openai",
+    "file": "openai",
     "tool_use": "anthropic",
     "tool_result": "anthropic",
     "thinking": "anthropic",

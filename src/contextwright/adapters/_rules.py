@@ -132,11 +132,14 @@ def validate_openai_chat(messages: Sequence[Any]) -> None:
         if content is None:
             if role != "assistant":
                 _oai(f"{where}.content", "missing_content", f"a {role} message needs content")
-            if not (m.get("tool_calls") or m.get("function_call") or m.get("refusal")):
+            if not (
+                m.get("tool_calls") or m.get("function_call") or m.get("refusal") or m.get("audio")
+            ):
                 _oai(
                     f"{where}.content",
                     "missing_content",
-                    "an assistant message needs content unless it has tool_calls",
+                    "an assistant message needs content unless it has tool_calls, a refusal "
+                    "or audio",
                 )
         elif not isinstance(content, (str, list)):
             _oai(f"{where}.content", "invalid_content", "must be a string or a list of parts")
