@@ -24,6 +24,7 @@ from ..sources._templates import turn_context
 from ..tokens._frame import count_message
 from ._fit_stage import Layout
 from ._receipt import BlockReport, ContextReport, SectionReport, Status
+from ._thinning import thinning_line
 
 if TYPE_CHECKING:
     from ._engine import ContextEngine
@@ -306,6 +307,8 @@ def write_receipt(
         if win.broken:
             reason += f"; skipped {len(win.broken)} broken unit(s): {win.broken[0][1]}"
         lines.append(BlockReport("history", "history", "recent", 1, h_status, hist_tokens, reason))
+        thinking = thinning_line(engine, lay.thinned, window) if lay.thinned else None
+        lines += [thinking] if thinking else []
     if lay.step is None:
         cur = count_message(counter, current, ov)
         lines.append(

@@ -37,6 +37,7 @@ from ..sources._templates import turn_context
 from ..tokens._frame import count_message, message_frame
 from ._fetch import Fetched
 from ._receipt import BlockReport, ContextReport, Status
+from ._thinning import ThinnedHistory, thin_history
 
 if TYPE_CHECKING:
     from ._engine import ContextEngine
@@ -102,6 +103,7 @@ class Layout:
     breakpoints: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     step: NextStep | None = None
+    thinned: ThinnedHistory | None = None  # the history walked without older thinking
 
 
 def candidates(
@@ -220,6 +222,14 @@ def fit_stage(
         "input": lay.goal_cost,
     }
     grant = share_out(rest, demands, weights)
+    # The window would be cut: older thinking goes before any turn does.
+    cut = probe.stopped == "budget" or grant["recent"] < demands["recent"]
+    lay.thinned = thin_history(engine, history, probe, step is not None) if cut else None
+    if lay.thinned is not None:
+        history = lay.thinned
+        probe = probe_window(engine, history, rest, turn.namespace + "\x00thinned")
+        demands["recent"] = probe.tokens + (1 if probe.stopped == "budget" else 0)
+        grant = share_out(rest, demands, weights)
     used_by = fill_sections(engine, lay, grant, history, summary, tail_rest, frame, probe, t)
     # A second pass hands what the first left unused to the sections that were cut.
     leftover = rest - sum(used_by.values())
