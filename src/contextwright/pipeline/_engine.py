@@ -60,6 +60,7 @@ from ._fetch import fetch_all
 from ._fit_stage import NextStep, candidates, fit_stage, hint_start, window_hint
 from ._receipt import BlockReport, BuiltContext, ContextReport
 from ._settings import check_settings, check_text
+from ._stand_in import stand_in
 from ._tracing import traced_build
 
 __all__ = ["ContextEngine"]
@@ -278,7 +279,8 @@ class ContextEngine:
             limit = bud.input_tokens
             # The window is walked before the fetch, so that recall knows where it starts.
             namespace = cache_namespace(tenant, user, conversation)
-            hint = window_hint(self, current, history, summary, limit, bud, step, namespace)
+            history, stand, stood = stand_in(history, summary, provider)  # a provider compaction
+            hint = window_hint(self, current, history, stand, limit, bud, step, namespace)
             turn = Turn(
                 current, history, tenant, user, conversation, state or ConversationState(), now,
                 loc, turns, None if hint is None else lambda: hint_start(hint, history),
@@ -290,6 +292,7 @@ class ContextEngine:
                 used=0,
                 counter=self.counter.name,
                 exact=bool(getattr(self.counter, "exact", False)),
+                blocks=stood,
             )
 
             # 1. plan: which sources apply
@@ -327,12 +330,12 @@ class ContextEngine:
         # 3. fit
         with tracer.span("contextwright.build.fit"):
             cands = candidates(self, fetched, applicable, report)
-            lay = fit_stage(self, turn, history, summary, cands, limit, bud, t, step, hint)
+            lay = fit_stage(self, turn, history, stand, cands, limit, bud, t, step, hint)
         t3 = time.perf_counter()
         # 4. assemble
         with tracer.span("contextwright.build.assemble") as span:
             messages = assemble(self, lay, current, limit, t, report)
-            write_receipt(self, lay, messages, history, current, summary, bud, report)
+            write_receipt(self, lay, messages, history, current, stand, bud, report)
             warn_dropped(self, lay, history, limit, report)
             span.set("contextwright.messages", len(messages))
         built = BuiltContext(messages, report, tuple(lay.breakpoints))

@@ -94,6 +94,8 @@ class Layout:
     window_tokens: int = 0
     summary_text: str | None = None
     summary_full: int = 0
+    # a provider's compaction standing in for the summary (`_stand_in`), when it fits
+    summary_message: tuple[Message, ...] | None = None
     goal: Message | None = None
     goal_cost: int = 0
     goal_in: bool = False
@@ -148,7 +150,7 @@ def fit_stage(
     engine: ContextEngine,
     turn: Turn,
     history: Sequence[Message],
-    summary: str | None,
+    summary: str | tuple[Message, ...] | None,
     cands: list[Candidate],
     limit: int,
     bud: Budget,
@@ -204,7 +206,10 @@ def fit_stage(
     restate = engine.restate_goal and (step is None or step.goal)
     lay.goal = goal_message(engine, turn, t, lay.warnings) if restate else None
     lay.goal_cost = count_message(counter, lay.goal, ov) if lay.goal else 0
-    lay.summary_full = engine._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
+    if isinstance(summary, tuple):  # a provider's compaction: sent whole or not at all
+        lay.summary_full = sum(count_message(counter, m, ov) for m in summary)
+    else:
+        lay.summary_full = engine._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
     frame = 0 if lay.tail_p0 or not tail_rest else tail_frame
     if hint is not None and rest == hint.allowance:  # the walk before the fetch
         probe = hint.probe
@@ -263,7 +268,7 @@ def window_hint(
     engine: ContextEngine,
     current: Message,
     history: Sequence[Message],
-    summary: str | None,
+    summary: str | tuple[Message, ...] | None,
     limit: int,
     bud: Budget,
     step: NextStep | None,
@@ -325,7 +330,7 @@ def fill_sections(
     lay: Layout,
     grant: dict[str, int],
     history: Sequence[Message],
-    summary: str | None,
+    summary: str | tuple[Message, ...] | None,
     tail_rest: list[Candidate],
     frame: int,
     probe: WindowResult,
@@ -333,8 +338,12 @@ def fill_sections(
 ) -> dict[str, int]:
     """Fill each section within its grant; returns what each used."""
     used = dict.fromkeys(grant, 0)
-    lay.summary_text = None
-    if summary:
+    lay.summary_text = lay.summary_message = None
+    if isinstance(summary, tuple):
+        if lay.summary_full <= grant["summary"]:
+            lay.summary_message = summary
+            used["summary"] = lay.summary_full
+    elif summary:
         if lay.summary_full <= grant["summary"]:
             lay.summary_text = f"{t['summary.header']}\n{summary}"
         elif grant["summary"] >= 32:  # below that a summary says nothing useful
