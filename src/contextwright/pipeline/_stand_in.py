@@ -32,7 +32,7 @@ from ..model._messages import Message
 from ..model._native import ProviderPart, is_compaction
 from ._receipt import BlockReport
 
-__all__ = ["compaction_line", "stand_in"]
+__all__ = ["compaction_line", "has_compaction", "stand_in"]
 
 
 def _compaction(message: Message, provider: str | None) -> ProviderPart | None:
@@ -42,24 +42,26 @@ def _compaction(message: Message, provider: str | None) -> ProviderPart | None:
     return None
 
 
+def has_compaction(message: Message) -> bool:
+    """Whether ``message`` holds a provider's compaction (of any provider)."""
+    return any(is_compaction(p) for p in message.parts)
+
+
 def stand_in(
-    history: Sequence[Message], summary: str | None, provider: str | None
+    history: Sequence[Message], summary: str | None, provider: str | None, last: int
 ) -> tuple[Sequence[Message], str | tuple[Message, ...] | None, list[BlockReport]]:
     """``(history after the newest compaction, what stands in as the summary, receipt lines)``.
 
-    What stands in is the engine's summary text, or the messages of a compaction.
-
-    Without a compaction the provider can read, ``(history, summary, [])``. Only the
-    assistant messages are looked at, newest first, so a history without one costs
-    one pass over it.
+    ``last`` is the index of the newest message holding a compaction (-1: none), as
+    the engine's incremental scan of the history found it. What stands in is the
+    engine's summary text, or the messages of that compaction when ``provider`` can
+    read it; otherwise ``(history, summary, [])``.
     """
-    for i in range(len(history) - 1, -1, -1):
-        m = history[i]
-        if m.role != "assistant" or not m.parts:
-            continue
+    if 0 <= last < len(history):
+        i, m = last, history[last]
         found = _compaction(m, provider)
         if found is None:
-            continue
+            return history, summary, []
         lines = []
         if summary:
             lines.append(BlockReport(
