@@ -16,6 +16,7 @@ from contextwright.adapters import (
     from_anthropic,
     from_responses,
     render_anthropic,
+    render_responses,
     validate_anthropic,
     validate_responses,
 )
@@ -165,5 +166,27 @@ def test_cli_imports_and_exports_provider_conversations(
         a = [m.to_dict()["parts"] for m in convs.messages_sync("c")]
         b = [m.to_dict()["parts"] for m in convs.messages_sync("copy")]
         assert a == b
+    finally:
+        convs.close()
+
+
+async def test_every_backend_stores_provider_content_as_it_came(
+    tmp_path: Path, backend: Any
+) -> None:
+    """Thinking, documents, reasoning items and native forms read back from each store
+    (SQLite, memory, PostgreSQL) render as the golden payloads did."""
+    anthropic = json.loads((GOLDEN / "anthropic_thinking_tools.json").read_text())
+    responses = json.loads((GOLDEN / "responses_reasoning_tools.json").read_text())
+    convs = Conversations(engine(), backend(tmp_path / "s.db"))
+    try:
+        a = from_anthropic(anthropic["messages"])
+        r = from_responses(responses["input"])
+        await convs.import_messages("a", a, user="u")
+        await convs.import_messages("r", r, user="u")
+        back_a = [m async for m in convs.messages("a", user="u")]
+        back_r = [m async for m in convs.messages("r", user="u")]
+        assert render_anthropic(back_a) == render_anthropic(a)
+        assert render_responses(back_r) == render_responses(r)
+        assert [m.parts for m in back_r] == [m.parts for m in r]
     finally:
         convs.close()

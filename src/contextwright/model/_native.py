@@ -51,11 +51,19 @@ REASONING_KINDS = frozenset({"reasoning"})
 
 
 def dump_payload(data: object, where: str) -> str:
-    """``data`` (a JSON object) as compact JSON text, or `InvalidMessageError` naming ``where``."""
+    """``data`` (a JSON object) as compact JSON text with sorted keys, or
+    `InvalidMessageError` naming ``where``.
+
+    Keys are sorted as the stores write them (JSON objects are unordered, and
+    SQLite's and PostgreSQL's JSON do not keep the order), so a part read back from
+    any store equals the part that was stored.
+    """
     if not isinstance(data, Mapping):
         raise InvalidMessageError(where, f"must be a JSON object, got {type(data).__name__}")
     try:
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return json.dumps(
+            data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=True
+        )
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidMessageError(where, f"is not JSON ({exc})") from None
 
