@@ -147,3 +147,25 @@ def test_mixed_provider_content_renders_for_every_provider(
     for provider, notes in out["notes"].items():  # its own content goes home as it came
         own = {n.part for n in notes if n.part.split()[0] == provider}
         assert own <= {"anthropic cache_control"}  # (beyond the 4 Anthropic takes)
+
+
+def test_a_changed_result_answers_a_client_run_call_with_its_own_output_type() -> None:
+    from contextwright.history._shorten import shorten_message
+    from contextwright.tokens._count import HeuristicCounter
+
+    items = [
+        {"role": "user", "content": "q"},
+        {"type": "custom_tool_call", "id": "ctc_1", "call_id": "c1", "name": "sql", "input": "x"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "row " * 400},
+        {"type": "shell_call", "id": "sh_1", "call_id": "c2", "status": "completed",
+         "action": {"commands": ["ls"]}},
+        {"type": "shell_call_output", "call_id": "c2", "output": [
+            {"stdout": "file " * 400, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]},
+    ]  # fmt: skip
+    messages = from_responses(items)
+    counter = HeuristicCounter()
+    short = [shorten_message(m, 60, counter) for m in messages]  # what a window sends
+    out = render_responses(short)
+    sdk_check(RESPONSES_TYPE, out)
+    assert [i.get("type") for i in out[2::2]] == ["custom_tool_call_output", "shell_call_output"]
+    assert len(out[2]["output"]) < len(items[2]["output"])

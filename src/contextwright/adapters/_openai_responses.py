@@ -68,6 +68,7 @@ from ._responses_items import (
     USER_KINDS,
     call_part,
     item_text,
+    neutral_output,
     result_part,
     same_call,
     same_result,
@@ -325,12 +326,19 @@ def _assistant(m: Message, k: int, notes: list[RenderNote] | None) -> list[dict[
     return out
 
 
-def _results(m: Message, k: int, notes: list[RenderNote] | None) -> list[dict[str, Any]]:
+def _results(
+    m: Message, k: int, notes: list[RenderNote] | None, kinds: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The output items of a tool message; ``kinds`` maps call ids to the call's item type."""
     out: list[dict[str, Any]] = []
     for r in m.tool_results:
         native = native_for(r, "responses", k, notes)
         if native is not None and same_result(native, r):
             out.append(native)
+            continue
+        answer = neutral_output(kinds.get(r.call_id, ""), r.call_id, r.text)
+        if answer is not None:  # a client-run call is answered by its own output type
+            out.append(answer)
             continue
         output: str | list[dict[str, Any]]
         if isinstance(r.content, str):
@@ -359,6 +367,7 @@ def render_responses(
     if system_role not in ("system", "developer"):
         raise ConfigError(f"system_role must be 'system' or 'developer', got {system_role!r}")
     out: list[dict[str, Any]] = []
+    kinds: dict[str, str] = {}  # call id -> the type of the call item sent for it
     for k, m in enumerate(expect_neutral(messages)):
         if m.role in ("system", "developer"):
             out.append({"role": system_role, "content": _content(m.parts, k, notes)})
@@ -372,9 +381,11 @@ def render_responses(
                 if p.provider != "responses":
                     note(notes, k, f"{p.provider} {p.kind}", "dropped", "not a Responses item")
         elif m.role == "assistant":
-            out.extend(_assistant(m, k, notes))
+            sent = _assistant(m, k, notes)
+            kinds.update((i["call_id"], i["type"]) for i in sent if "call_id" in i)
+            out.extend(sent)
         else:
-            out.extend(_results(m, k, notes))
+            out.extend(_results(m, k, notes, kinds))
     if validate:
         validate_responses(out)
     return out

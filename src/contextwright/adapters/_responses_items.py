@@ -35,6 +35,7 @@ __all__ = [
     "USER_KINDS",
     "call_part",
     "item_text",
+    "neutral_output",
     "output_key",
     "result_part",
 ]
@@ -187,3 +188,20 @@ def same_result(native: Mapping[str, Any], r: ToolResultPart) -> bool:
     except InvalidMessageError:
         return False
     return (back.call_id, back.content) == (r.call_id, r.content)
+
+
+def neutral_output(kind: str, call_id: str, text: str) -> dict[str, Any] | None:
+    """The output item answering a call of ``kind`` with ``text`` (a result changed since
+    it was read: shortened, compressed), or None where a function call output does."""
+    if kind == "custom_tool_call":
+        return {"type": "custom_tool_call_output", "call_id": call_id, "output": text}
+    if kind == "local_shell_call":
+        return {"type": "local_shell_call_output", "id": call_id, "output": text}
+    if kind == "apply_patch_call":
+        return {"type": "apply_patch_call_output", "call_id": call_id, "status": "completed",
+                "output": text}  # fmt: skip
+    if kind == "shell_call":
+        outcome = {"type": "exit", "exit_code": 0}
+        return {"type": "shell_call_output", "call_id": call_id,
+                "output": [{"stdout": text, "stderr": "", "outcome": outcome}]}  # fmt: skip
+    return None
