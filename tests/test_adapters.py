@@ -539,8 +539,11 @@ def test_anthropic_cache_breakpoints() -> None:
     for bad in ([8], [-9], ["1"]):
         with pytest.raises(ConfigError):
             render_anthropic(conv, cache_breakpoints=bad)  # type: ignore[arg-type]
-    with pytest.raises(ProviderRuleError, match="too_many_cache_controls"):
-        render_anthropic(conv, cache_breakpoints=[0, 1, 2, 3, 6], max_breakpoints=5)
+    # Never more than Anthropic's 4 in all, whatever max_breakpoints says.
+    assert (
+        len(_marked(render_anthropic(conv, cache_breakpoints=[0, 1, 2, 3, 6], max_breakpoints=5)))
+        == 4
+    )
 
 
 def test_anthropic_reading_splits_tool_results_from_user_content() -> None:
@@ -553,9 +556,12 @@ def test_anthropic_reading_splits_tool_results_from_user_content() -> None:
         system="be nice",
     )  # fmt: skip
     assert [m.role for m in msgs] == ["system", "user", "assistant", "tool", "user"]
-    assert msgs[3].tool_results == (
-        ToolResultPart("a", "ra", False, "f"),
-        ToolResultPart("b", (TextPart("rb"), ImagePart(url="https://i/1.png")), True, "g"),
+    first, second = msgs[3].tool_results
+    assert (first.call_id, first.content, first.is_error, first.name) == ("a", "ra", False, "f")
+    assert first.native is not None  # the cache_control the user set is kept
+    assert first.native.data["cache_control"] == {"type": "ephemeral"}
+    assert second == ToolResultPart(
+        "b", (TextPart("rb"), ImagePart(url="https://i/1.png")), True, "g"
     )
     assert msgs[2].tool_calls[0].input == {"x": 1}
     assert msgs[4].text == "and?"
@@ -689,7 +695,8 @@ def test_validators_accept_good_payloads() -> None:
     validate_responses(
         [{"role": "developer", "content": "d"}, {"role": "user", "content": [{"type": "input_text", "text": "q"}]},
          {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a", "annotations": []}]},
-         FC, {"type": "reasoning", "summary": []}, FCO, {"role": "system", "content": "later"}]
+         {"type": "reasoning", "id": "rs_1", "summary": []}, {**FC, "id": "fc_1"}, FCO,
+         {"role": "system", "content": "later"}]
     )  # fmt: skip
     validate_anthropic(
         _anth(AU, A_USE, {"role": "user", "content": [RESULT, {"type": "text", "text": " "}, {"type": "text", "text": "more"}]},
@@ -708,7 +715,10 @@ BAD_INPUT: list[tuple[Callable[..., object], tuple[Any, ...], str]] = [
     (from_openai_chat, ([U, {"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}],), "messages[1].function_call"),
     (from_openai_chat, ([{"role": "user"}],), "messages[0].content"),
     (from_openai_chat, ([{"role": "user", "content": "x", "name": 5}],), "messages[0].name"),
-    (from_openai_chat, ([{"role": "user", "content": [{"type": "input_audio"}]}],), "messages[0].content[0].type"),
+    (from_openai_chat, ([{"role": "user", "content": [{"type": "input_audio"}]}],), "messages[0].content[0].input_audio"),
+    (from_openai_chat, ([{"role": "user", "content": [{"type": "video"}]}],), "messages[0].content[0].type"),
+    (from_openai_chat, ([{"role": "assistant", "tool_calls": [{"id": "c", "type": "custom", "custom": {"input": "x"}}]}],), "messages[0].tool_calls[0].custom.name"),
+    (from_openai_chat, ([{"role": "assistant", "content": None, "audio": {}}],), "messages[0].audio.id"),
     (from_openai_chat, ([{"role": "user", "content": [{"type": "text", "text": 5}]}],), "messages[0].content[0].text"),
     (from_openai_chat, ([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}],), "messages[0].content[0].image_url.url"),
     (from_openai_chat, ([{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}],), "messages[0].content[0].type"),
@@ -719,27 +729,35 @@ BAD_INPUT: list[tuple[Callable[..., object], tuple[Any, ...], str]] = [
     (from_openai_chat, ([{"role": "tool", "content": "x"}],), "messages[0].tool_call_id"),
     (from_openai_chat, ([{"role": "tool", "tool_call_id": "c"}],), "messages[0].content"),
     (from_responses, ({"input": []},), "input"),
-    (from_responses, ([{"type": "reasoning", "summary": []}],), "input[0].type"),
+    (from_responses, ([{"type": "telepathy", "summary": []}],), "input[0].type"),
+    (from_responses, ([{"type": "item_reference"}],), "input[0].id"),
+    (from_responses, ([{"type": "custom_tool_call", "name": "f", "input": "x"}],), "input[0].call_id"),
     (from_responses, ([{"role": "tool", "content": "x"}],), "input[0].role"),
     (from_responses, ([{"role": "user"}],), "input[0].content"),
     (from_responses, ([{"role": "system", "content": [{"type": "input_image", "image_url": "u"}]}],), "input[0].content[0].type"),
-    (from_responses, ([{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}],), "input[0].content[0].file_id"),
+    (from_responses, ([{"role": "user", "content": [{"type": "input_image", "detail": "auto"}]}],), "input[0].content[0].image_url"),
     (from_responses, ([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "no"}],), "input[0].arguments"),
     (from_responses, ([{"type": "function_call", "call_id": "c", "arguments": "{}"}],), "input[0].name"),
     (from_responses, ([{"type": "function_call_output", "output": "x"}],), "input[0].call_id"),
     (from_responses, ([{"type": "function_call_output", "call_id": "c"}],), "input[0].output"),
-    (from_responses, ([{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_file"}]}],), "input[0].output[0].type"),
+    (from_responses, ([{"type": "function_call_output", "call_id": "c", "output": [{"type": "video"}]}],), "input[0].output[0].type"),
     (from_anthropic, ("x",), "messages"),
     (from_anthropic, ([{"role": "bot", "content": "x"}],), "messages[0].role"),
     (from_anthropic, ([{"role": "user"}],), "messages[0].content"),
     (from_anthropic, ([{"role": "user", "content": [5]}],), "messages[0].content[0]"),
     (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result"}]}],), "messages[0].content[0].tool_use_id"),
     (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "is_error": "yes"}]}],), "messages[0].content[0].is_error"),
-    (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "document"}]}]}],), "messages[0].content[0].content[0].type"),
-    (from_anthropic, ([{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}],), "messages[0].content[0].source.type"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "document"}]}]}],), "messages[0].content[0].content[0].source"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "video"}]}]}],), "messages[0].content[0].content[0].type"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "image", "source": {"type": "s3", "key": "f"}}]}],), "messages[0].content[0].source.type"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "document", "source": "x"}]}],), "messages[0].content[0].source"),
+    (from_anthropic, ([{"role": "user", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]}],), "messages[0].content[0].type"),
+    (from_anthropic, ([{"role": "assistant", "content": [{"type": "server_tool_use", "id": "s", "name": "web_search"}]}],), "messages[0].content[0].input"),
+    (from_anthropic, ([{"role": "assistant", "content": [{"type": "web_search_tool_result", "content": []}]}],), "messages[0].content[0].tool_use_id"),
     (from_anthropic, ([{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]}],), "messages[0].content[0].source.media_type"),
     (from_anthropic, ([{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}],), "messages[0].content[0].type"),
-    (from_anthropic, ([{"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]}],), "messages[0].content[0].type"),
+    (from_anthropic, ([{"role": "assistant", "content": [{"type": "thinking", "thinking": 5}]}],), "messages[0].content[0].thinking"),
+    (from_anthropic, ([{"role": "assistant", "content": [{"type": "redacted_thinking"}]}],), "messages[0].content[0].data"),
     (from_anthropic, ([{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": [1]}]}],), "messages[0].content[0].input"),
     (from_anthropic, ([{"role": "assistant", "content": [{"type": "tool_use", "name": "f", "input": {}}]}],), "messages[0].content[0].id"),
     (from_anthropic, ([AU], [{"type": "image"}]), "system[0].type"),
@@ -761,14 +779,18 @@ JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(
         ["", "x", "user", "assistant", "tool", "system", "text", "image", "tool_use", "tool_result",
          "function_call", "function_call_output", "image_url", "input_text", "input_image", "base64",
-         "url", "{}", "data:image/png;base64,QQ=="]
+         "url", "{}", "data:image/png;base64,QQ==", "thinking", "redacted_thinking", "document",
+         "reasoning", "compaction", "item_reference", "server_tool_use", "web_search_tool_result",
+         "custom_tool_call", "custom_tool_call_output", "computer_call", "local_shell_call_output",
+         "input_file", "input_audio", "file", "search_result", "signature", "encrypted_content"]
     ),
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(
         st.sampled_from(
             ["role", "content", "type", "text", "tool_calls", "tool_call_id", "id", "function", "name",
              "arguments", "image_url", "url", "source", "data", "media_type", "input", "tool_use_id",
-             "is_error", "call_id", "output", "detail", "refusal"]
+             "is_error", "call_id", "output", "detail", "refusal", "thinking", "signature",
+             "citations", "cache_control", "title", "summary", "audio", "file_data", "file_id"]
         ),
         inner,
         max_size=5,

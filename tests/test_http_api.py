@@ -229,6 +229,28 @@ def test_append_reads_every_provider_shape(a: httpx.Client) -> None:
     assert rest["messages"][0]["parts"][0]["text"] == "thanks"
 
 
+def test_append_and_build_keep_reasoning_and_thinking(a: httpx.Client) -> None:
+    golden = Path(__file__).parent / "golden"
+    items = json.loads((golden / "responses_reasoning_tools.json").read_text())["input"]
+    r = a.post("/v1/conversations/reasoning/messages", json={"messages": items})
+    assert r.status_code == 200, r.text
+    stored = {m["id"] for m in r.json()["messages"]}
+    assert items[2]["id"] in stored  # a Responses item's own id is its client id too
+    body = {"message": "and the hotel?", "budget": 20000, "format": "responses"}
+    built = a.post("/v1/conversations/reasoning/context", json=body)
+    assert built.status_code == 200, built.text
+    wire = json.dumps(built.json()["request"]["input"])
+    assert items[2]["encrypted_content"] in wire  # the reasoning item, as it came
+    assert '"id": "fc_68af4031' in wire  # with the id that ties the call to it
+    request = json.loads((golden / "anthropic_thinking_tools.json").read_text())
+    r = a.post("/v1/conversations/thinking/messages", json={"messages": request["messages"]})
+    assert r.status_code == 200, r.text
+    body = {"message": "anything else?", "budget": 20000, "format": "anthropic"}
+    built = a.post("/v1/conversations/thinking/context", json=body)
+    assert built.status_code == 200, built.text
+    assert request["messages"][1]["content"][0]["signature"] in built.text
+
+
 def test_bad_bodies_answer_422_and_write_nothing(a: httpx.Client) -> None:
     url = "/v1/conversations/bad/messages"
     cases = [

@@ -153,23 +153,29 @@ def test_sdk_items_survive_a_round_trip(items: list[dict[str, Any]]) -> None:
     assert essentials(list(again)) == essentials(items)
 
 
-def test_items_without_a_neutral_form_are_left_out_with_a_warning(
+def test_reasoning_and_hosted_tools_are_kept_unknown_items_left_out(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     items = [
         {"role": "user", "content": "hi"},
-        {"type": "reasoning", "id": "rs_1", "summary": []},
-        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAAB"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "x"}},
+        {"type": "telepathy", "id": "tp_1"},
         {"role": "assistant", "content": "hello"},
-    ]
+    ]  # fmt: skip
     with caplog.at_level(logging.WARNING):
         got = from_agents(items)
     assert [m.text for m in got] == ["hi", "hello"]
-    assert "reasoning" in caplog.text
-    assert "web_search_call" in caplog.text
+    assert "telepathy" in caplog.text
+    assert "reasoning" not in caplog.text
+    # reasoning and the hosted call go back to the model as they came
+    back = to_agents(got)
+    assert back[1] == items[1]
+    assert back[2] == items[2]
     with pytest.raises(InvalidMessageError) as info:
         from_agents(items, skip_unsupported=False)
-    assert info.value.where == "input[1].type"
+    assert info.value.where == "input[3].type"
     with pytest.raises(InvalidMessageError) as info:
         from_agents([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}])
     assert info.value.where == "input[0].arguments"
@@ -216,12 +222,12 @@ async def test_the_session_protocol(convs: Conversations) -> None:
         {"type": "function_call_output", "call_id": "c1", "output": "saved"},
         said("Saved it."),
     ])  # fmt: skip
-    got = await session.get_items()  # the conversation as it stands
+    got = await session.get_items()  # the conversation as it stands, items as they came
     assert got[1:] == [
         user("My locker code is 4417."),
-        {"type": "function_call", "call_id": "c1", "name": "save", "arguments": "{}"},
+        {"type": "function_call", "call_id": "c1", "name": "save", "arguments": "{}", "id": "fc_1"},
         {"type": "function_call_output", "call_id": "c1", "output": "saved"},
-        {"role": "assistant", "content": "Saved it."},
+        said("Saved it."),
     ]
     # limit: the newest whole turns within that many items (a call stays with its output)
     assert await session.get_items(limit=2) == got[-1:]
@@ -230,7 +236,7 @@ async def test_the_session_protocol(convs: Conversations) -> None:
     with pytest.raises(UserError):
         await session.get_items(limit=-1)
     # pop: the newest item, then the one before; the rest stays as it was
-    assert await session.pop_item() == {"role": "assistant", "content": "Saved it."}
+    assert await session.pop_item() == said("Saved it.")
     assert await session.pop_item() == {"type": "function_call_output", "call_id": "c1", "output": "saved"}  # fmt: skip
     assert session.session.conversation_id() == "s1#2"
     assert [m async for m in convs.messages("s1", user="u1")] == []  # popped: the old copy deleted

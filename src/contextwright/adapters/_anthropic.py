@@ -38,27 +38,46 @@ Rendering (`render_anthropic`):
   ``max_breakpoints`` remain only the last ones are kept: Anthropic allows 4
   blocks with ``cache_control`` per request, and the latest breakpoints cover the
   longest prefix.
+  Breakpoints the user set (``cache_control`` kept in a block's native form)
+  count against the 4: the renderer's own go first, then the user's oldest, each
+  with a note; none of the renderer's is put before a block the user marked with
+  the one-hour ``ttl`` (longer TTLs must come first).
+* **Provider content** (`_anthropic_blocks`): thinking, documents, citations,
+  server tools and the rest are written back as they were read; another
+  provider's parts are converted or dropped (`_foreign`). Each such decision is
+  appended to ``notes`` when a list is given.
+* **Compaction.** A ``compaction`` block stands in for everything before it and
+  must be the first block of the conversation: the messages before the last one
+  (system messages aside) are left out, with a note, and no user turn is put
+  before it.
 * ``Message.name`` and image ``detail`` have no Anthropic field and are dropped.
 
 Reading (`from_anthropic`): ``system`` (a string or text blocks) becomes leading
 system messages, one per block. A user turn holding ``tool_result`` blocks becomes
 *one* tool message with all its results, followed by a user message with the
 turn's remaining text and images, if any. A ``system`` entry inside ``messages``
-(admitted by the SDK's ``MessageParam``) reads as a system message.
-``cache_control`` and ``citations`` are ignored; thinking, documents, server tools
-and file sources are rejected with an `InvalidMessageError` naming the position.
+(admitted by the SDK's ``MessageParam``) reads as a system message. Every block of
+the Messages API is read (`_anthropic_blocks`); an unknown type is rejected with
+an `InvalidMessageError` naming the position.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError, ProviderRuleError
 from ..model._messages import Message
-from ..model._parts import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
+from ..model._native import is_compaction
+from ..model._parts import Part, TextPart
+from ._anthropic_blocks import (
+    ANTHROPIC_KINDS,
+    content_blocks,
+    read_block,
+    read_tool_result,
+    render_tool_result,
+)
 from ._common import (
     blank,
     build_message,
@@ -66,10 +85,9 @@ from ._common import (
     expect_mapping,
     expect_messages,
     expect_neutral,
-    expect_str,
-    parse_data_url,
 )
-from ._rules import validate_anthropic
+from ._foreign import RenderNote, note
+from ._rules import MAX_CACHE_CONTROLS, validate_anthropic
 
 __all__ = ["FIRST_USER_TEXT", "from_anthropic", "render_anthropic"]
 
@@ -77,22 +95,6 @@ __all__ = ["FIRST_USER_TEXT", "from_anthropic", "render_anthropic"]
 FIRST_USER_TEXT = "(Earlier turns of this conversation are not shown.)"
 
 # -- reading ----------------------------------------------------------------------------
-
-
-def _image(block: Mapping[str, Any], where: str) -> ImagePart:
-    source = expect_mapping(block.get("source"), f"{where}.source")
-    kind = source.get("type")
-    if kind == "base64":
-        media_type = expect_str(
-            source.get("media_type"), f"{where}.source.media_type", empty_ok=False
-        )
-        data = expect_str(source.get("data"), f"{where}.source.data", empty_ok=False)
-        return ImagePart(data=data, media_type=media_type)
-    if kind == "url":
-        return ImagePart(url=expect_str(source.get("url"), f"{where}.source.url", empty_ok=False))
-    raise InvalidMessageError(
-        f"{where}.source.type", f"unsupported image source {kind!r} (supported: base64, url)"
-    )
 
 
 def _blocks(content: object, where: str) -> Sequence[Any]:
@@ -104,41 +106,19 @@ def _blocks(content: object, where: str) -> Sequence[Any]:
     return expect_list(content, where)
 
 
+_SUPPORTED = {
+    "user": ", ".join(["text", "image", "tool_result", *sorted(ANTHROPIC_KINDS["user"])]),
+    "assistant": ", ".join(
+        ["text", "tool_use", "thinking", "redacted_thinking", *sorted(ANTHROPIC_KINDS["assistant"])]
+    ),
+    "system": "text",
+}
+
+
 def _unsupported(kind: object, where: str, supported: str) -> InvalidMessageError:
     return InvalidMessageError(
         f"{where}.type", f"unsupported block type {kind!r} here (supported: {supported})"
     )
-
-
-def _tool_result(
-    block: Mapping[str, Any], where: str, call_names: dict[str, str]
-) -> ToolResultPart:
-    call_id = expect_str(block.get("tool_use_id"), f"{where}.tool_use_id", empty_ok=False)
-    is_error = block.get("is_error", False)
-    if not isinstance(is_error, bool):
-        raise InvalidMessageError(f"{where}.is_error", "must be a boolean")
-    raw = block.get("content", "")
-    content: str | tuple[TextPart | ImagePart, ...]
-    if isinstance(raw, str):
-        content = raw
-    else:
-        parts: list[TextPart | ImagePart] = []
-        for j, item in enumerate(expect_list(raw, f"{where}.content")):
-            here = f"{where}.content[{j}]"
-            inner = expect_mapping(item, here)
-            kind = inner.get("type")
-            if kind == "text":
-                parts.append(TextPart(expect_str(inner.get("text"), f"{here}.text")))
-            elif kind == "image":
-                parts.append(_image(inner, here))
-            else:
-                raise _unsupported(kind, here, "text, image")
-        content = tuple(parts)
-    return ToolResultPart(call_id, content, is_error, call_names.get(call_id))
-
-
-def _text(block: Mapping[str, Any], where: str) -> TextPart:
-    return TextPart(expect_str(block.get("text"), f"{where}.text"))
 
 
 def from_anthropic(
@@ -150,6 +130,7 @@ def from_anthropic(
     (``messages[3].content[1].tool_use_id``) for anything malformed or unsupported.
     """
     out: list[Message] = []
+    call_names: dict[str, str] = {}
     if isinstance(system, str):
         if system:
             out.append(Message("system", (TextPart(system),)))
@@ -158,9 +139,9 @@ def from_anthropic(
             block = expect_mapping(raw, f"system[{j}]")
             if block.get("type") != "text":
                 raise _unsupported(block.get("type"), f"system[{j}]", "text")
-            out.append(build_message("system", [_text(block, f"system[{j}]")], f"system[{j}]"))
+            text = read_block(block, "system", f"system[{j}]", call_names)
+            out.append(build_message("system", [text] if text else [], f"system[{j}]"))
 
-    call_names: dict[str, str] = {}
     for i, raw in enumerate(expect_messages(messages, "messages")):
         where = f"messages[{i}]"
         m = expect_mapping(raw, where)
@@ -176,29 +157,13 @@ def from_anthropic(
             here = f"{where}.content[{j}]"
             block = expect_mapping(raw_block, here)
             kind = block.get("type")
-            if kind == "text":
-                parts.append(_text(block, here))
-            elif kind == "image" and role == "user":
-                parts.append(_image(block, here))
-            elif kind == "tool_result" and role == "user":
-                results.append(_tool_result(block, here, call_names))
-            elif kind == "tool_use" and role == "assistant":
-                call_id = expect_str(block.get("id"), f"{here}.id", empty_ok=False)
-                name = expect_str(block.get("name"), f"{here}.name", empty_ok=False)
-                tool_input = expect_mapping(block.get("input", {}), f"{here}.input")
-                try:
-                    arguments = json.dumps(tool_input, ensure_ascii=False)
-                except (TypeError, ValueError) as exc:
-                    raise InvalidMessageError(f"{here}.input", f"is not JSON ({exc})") from None
-                call_names[call_id] = name
-                parts.append(ToolCallPart(call_id, name, arguments))
-            else:
-                supported = {
-                    "user": "text, image, tool_result",
-                    "assistant": "text, tool_use",
-                    "system": "text",
-                }[str(role)]
-                raise _unsupported(kind, here, supported)
+            if kind == "tool_result" and role == "user":
+                results.append(read_tool_result(block, here, call_names))
+                continue
+            part = read_block(block, str(role), here, call_names)
+            if part is None:
+                raise _unsupported(kind, here, _SUPPORTED[str(role)])
+            parts.append(part)
         if role == "user":
             if results:
                 out.append(build_message("tool", results, where))
@@ -214,6 +179,9 @@ def from_anthropic(
 # A block paired with the index of the input message it carries content of.
 _Placed = tuple[int, dict[str, Any]]
 
+# Blocks that cannot carry cache_control (the Messages API's thinking params have no such field).
+_UNMARKABLE = ("thinking", "redacted_thinking")
+
 
 @dataclass
 class _Turn:
@@ -226,51 +194,10 @@ class _Turn:
         return self.results + self.others
 
 
-def _image_block(part: ImagePart) -> dict[str, Any]:
-    source: dict[str, Any]
-    if part.url is not None:
-        parsed = parse_data_url(part.url)
-        if parsed is None:
-            source = {"type": "url", "url": part.url}
-        else:
-            source = {"type": "base64", "media_type": parsed[0], "data": parsed[1]}
-    else:
-        source = {"type": "base64", "media_type": part.media_type, "data": part.data}
-    return {"type": "image", "source": source}
-
-
-def _content_blocks(parts: Sequence[Part]) -> list[dict[str, Any]]:
-    """Blocks for text, image and tool-call parts; blank text is left out."""
-    out: list[dict[str, Any]] = []
-    for p in parts:
-        if isinstance(p, TextPart):
-            if not blank(p.text):
-                out.append({"type": "text", "text": p.text})
-        elif isinstance(p, ImagePart):
-            out.append(_image_block(p))
-        elif isinstance(p, ToolCallPart):
-            out.append({"type": "tool_use", "id": p.id, "name": p.name, "input": p.input})
-    return out
-
-
-def _tool_result_block(r: ToolResultPart) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": r.call_id}
-    if isinstance(r.content, str):
-        if not blank(r.content):
-            block["content"] = r.content
-    else:
-        inner = _content_blocks(r.content)
-        if inner:
-            block["content"] = inner
-    if r.is_error:
-        block["is_error"] = True
-    return block
-
-
-def _message_blocks(m: Message) -> list[dict[str, Any]]:
+def _message_blocks(m: Message, k: int, notes: list[RenderNote] | None) -> list[dict[str, Any]]:
     if m.role == "tool":
-        return [_tool_result_block(r) for r in m.tool_results]
-    return _content_blocks(m.parts)
+        return [render_tool_result(r, k, notes) for r in m.tool_results]
+    return content_blocks(m.parts, k, notes)
 
 
 def _breakpoints(indexes: Sequence[int], limit: int, n: int) -> list[int]:
@@ -286,16 +213,44 @@ def _breakpoints(indexes: Sequence[int], limit: int, n: int) -> list[int]:
         if not 0 <= i < n:
             raise ConfigError(f"cache breakpoint {b} is out of range for {n} messages")
         found.add(i)
-    ordered = sorted(found)
-    return ordered[max(0, len(ordered) - limit) :]
+    return sorted(found)
 
 
-def _mark(placed: list[_Placed], index: int) -> None:
-    """Put cache_control on the last block of message ``index`` (else the last before it)."""
-    own = [block for owner, block in placed if owner == index]
-    before = [block for owner, block in placed if owner < index]
-    target = own[-1] if own else before[-1] if before else None
-    if target is not None:
+def _mark(placed: list[_Placed], index: int) -> dict[str, Any] | None:
+    """The last block of message ``index`` that can carry cache_control (else the last
+    before it)."""
+    own = [b for owner, b in placed if owner == index and b["type"] not in _UNMARKABLE]
+    before = [b for owner, b in placed if owner < index and b["type"] not in _UNMARKABLE]
+    return own[-1] if own else before[-1] if before else None
+
+
+def _place_marks(
+    placed: list[_Placed], marks: list[int], most: int, notes: list[RenderNote] | None
+) -> None:
+    """Put at most ``most`` of the renderer's breakpoints beside the user's own, at most
+    `MAX_CACHE_CONTROLS` in all."""
+    limit = MAX_CACHE_CONTROLS
+    position = {id(b): n for n, (_, b) in enumerate(placed)}
+    users = [(owner, b) for owner, b in placed if b.get("cache_control") is not None]
+    # The newest breakpoints cover the longest prefix: drop the oldest beyond the limit.
+    for owner, b in users[: max(0, len(users) - limit)]:
+        del b["cache_control"]
+        note(notes, owner, "anthropic cache_control", "dropped",
+             f"more than {limit} blocks with cache_control; the newest are kept")  # fmt: skip
+    users = users[max(0, len(users) - limit) :]
+    hour = [position[id(b)] for _, b in users if b["cache_control"].get("ttl") == "1h"]
+    room = min(most, limit - len(users))
+    chosen: list[dict[str, Any]] = []
+    for index in reversed(marks):
+        target = _mark(placed, index)
+        if target is None or target.get("cache_control") is not None or room <= 0:
+            continue
+        if hour and position[id(target)] < max(hour):
+            continue  # a one-hour breakpoint later covers it (longer TTLs come first)
+        if all(t is not target for t in chosen):
+            chosen.append(target)
+            room -= 1
+    for target in chosen:
         target["cache_control"] = {"type": "ephemeral"}
 
 
@@ -312,6 +267,23 @@ def _strip_prefill(turn: _Turn) -> None:
         turn.others.pop()
 
 
+def _compacted(seq: Sequence[Message], start: int, notes: list[RenderNote] | None) -> int:
+    """Where the turns start: at the last message holding an Anthropic compaction block."""
+    last = None
+    for k in range(len(seq) - 1, start - 1, -1):
+        if any(is_compaction(p) and p.provider == "anthropic" for p in seq[k].parts):  # type: ignore[union-attr]
+            last = k
+            break
+    if last is None:
+        return start
+    gone = [k for k in range(start, last) if seq[k].role not in ("system", "developer")]
+    if gone:
+        note(notes, gone[0], "history", "dropped",
+             f"{len(gone)} message(s) before an Anthropic compaction block, which stands in "
+             "for them (it must open the conversation)")  # fmt: skip
+    return last
+
+
 def render_anthropic(
     messages: Sequence[Message],
     *,
@@ -319,12 +291,14 @@ def render_anthropic(
     max_breakpoints: int = 4,
     first_user_text: str | None = FIRST_USER_TEXT,
     validate: bool = True,
+    notes: list[RenderNote] | None = None,
 ) -> dict[str, Any]:
     """Render neutral messages as ``{"system": [...], "messages": [...]}`` for Anthropic.
 
     See the module docstring for the conventions. With ``validate`` (the default)
     the result is checked with `validate_anthropic`, so a request that Anthropic
-    would reject raises `ProviderRuleError` here instead.
+    would reject raises `ProviderRuleError` here instead. Parts not sent as they
+    came are told in ``notes`` (`RenderNote`), when a list is given.
     """
     seq = expect_neutral(messages)
     marks = _breakpoints(cache_breakpoints, max_breakpoints, len(seq))
@@ -332,14 +306,19 @@ def render_anthropic(
     system: list[_Placed] = []
     start = 0
     while start < len(seq) and seq[start].role in ("system", "developer"):
-        system.extend((start, b) for b in _content_blocks(seq[start].parts))
+        system.extend((start, b) for b in content_blocks(seq[start].parts, start, notes))
         start += 1
+    first = _compacted(seq, start, notes)
 
     turns: list[_Turn] = []
-    for k in range(start, len(seq)):
+    for k in range(first, len(seq)):
         m = seq[k]
         role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
-        blocks = _message_blocks(m)
+        blocks = _message_blocks(m, k, notes)
+        at = next((j for j, b in enumerate(blocks) if b["type"] == "compaction"), 0)
+        if at:  # the compaction block must open the conversation
+            note(notes, k, "content", "dropped", f"{at} block(s) before a compaction block")
+            blocks = blocks[at:]
         if not blocks:
             continue  # nothing left to send: an empty turn is rejected
         if not turns or turns[-1].role != role:
@@ -351,7 +330,8 @@ def render_anthropic(
         _strip_prefill(turns[-1])
         if not turns[-1].blocks():
             turns.pop()
-    if turns and turns[0].role == "assistant":
+    opens = turns[0].blocks()[0][1]["type"] if turns and turns[0].blocks() else None
+    if turns and turns[0].role == "assistant" and opens != "compaction":
         if first_user_text is None:
             raise ProviderRuleError(
                 "anthropic",
@@ -365,8 +345,7 @@ def render_anthropic(
         turns.insert(0, _Turn("user", others=[(-1, {"type": "text", "text": first_user_text})]))
 
     placed = system + [pair for t in turns for pair in t.blocks()]
-    for index in marks:
-        _mark(placed, index)
+    _place_marks(placed, marks, max_breakpoints, notes)
 
     request: dict[str, Any] = {}
     if system:

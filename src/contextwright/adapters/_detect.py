@@ -6,10 +6,10 @@
   ``function_call_output``, ``reasoning``, ...), or ``input_text``,
   ``input_image``, ``output_text`` parts; an object with an ``input`` list;
 * **openai** — role ``tool`` or ``function``, ``tool_calls``, ``tool_call_id``,
-  ``function_call``, or ``image_url`` / ``refusal`` parts;
-* **anthropic** — ``tool_use`` / ``tool_result`` / ``thinking`` blocks, ``image``
-  blocks with a ``source``; an object with a top-level ``system`` beside
-  ``messages``;
+  ``function_call``, or ``image_url`` / ``refusal`` / ``input_audio`` / ``file`` parts;
+* **anthropic** — ``tool_use`` / ``tool_result`` / ``thinking`` / ``document`` /
+  server tool blocks, ``image`` blocks with a ``source``; an object with a
+  top-level ``system`` beside ``messages``;
 * **contextwright** — messages with ``parts`` (`Message.to_dict`, as
   ``contextwright export --format jsonl`` writes them).
 
@@ -39,11 +39,24 @@ _PART_MARKS: dict[str, Format] = {
     "output_text": "responses",
     "image_url": "openai",
     "refusal": "openai",
+    "input_audio": "openai",
+    "file": "openai",
     "tool_use": "anthropic",
     "tool_result": "anthropic",
     "thinking": "anthropic",
     "redacted_thinking": "anthropic",
     "document": "anthropic",
+    "search_result": "anthropic",
+    "server_tool_use": "anthropic",
+    "web_search_tool_result": "anthropic",
+    "web_fetch_tool_result": "anthropic",
+    "code_execution_tool_result": "anthropic",
+    "bash_code_execution_tool_result": "anthropic",
+    "text_editor_code_execution_tool_result": "anthropic",
+    "mcp_tool_use": "anthropic",
+    "mcp_tool_result": "anthropic",
+    "container_upload": "anthropic",
+    "compaction": "anthropic",  # a content block here; a Responses compaction is an item
 }
 
 

@@ -20,6 +20,13 @@
   returns them. Reading fills each result's tool ``name`` from the matching call.
 * ``name`` is kept on system, developer, user and assistant messages (the tool
   message type has no ``name``).
+* **Provider content.** A refusal (the ``refusal`` field or a ``refusal`` part)
+  reads as its text, with the wire form as the part's native form, so it goes
+  back as a refusal here and as text elsewhere; ``input_audio`` and ``file`` parts
+  of a user message and an assistant's ``audio`` reference are kept as provider
+  parts; ``custom`` tool calls are tool calls whose native form is the call.
+  Another provider's parts are converted or dropped with a note (`_foreign`):
+  Chat Completions takes no thinking, reasoning, documents or compactions.
 * Legacy function calling (role ``"function"``, ``function_call``) is rejected
   with an `InvalidMessageError` naming the position: convert it to tool calls.
 """
@@ -31,6 +38,7 @@ from typing import Any, Literal
 
 from .._errors import ConfigError, InvalidMessageError
 from ..model._messages import Message
+from ..model._native import ProviderPart, ThinkingPart, dump_payload
 from ..model._parts import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._common import (
     build_message,
@@ -45,6 +53,7 @@ from ._common import (
     opt_str,
     text_parts,
 )
+from ._foreign import RenderNote, foreign_text, native_for
 from ._rules import validate_openai_chat
 
 __all__ = ["from_openai_chat", "render_openai_chat"]
@@ -73,10 +82,18 @@ def _content_parts(content: object, where: str, *, images: bool, refusal: bool) 
             detail = opt_str(image.get("detail"), f"{here}.image_url.detail")
             parts.append(image_from_url(url, detail))
         elif kind == "refusal" and refusal:
-            parts.append(TextPart(expect_str(item.get("refusal"), f"{here}.refusal")))
+            text = expect_str(item.get("refusal"), f"{here}.refusal")
+            parts.append(
+                TextPart(text, ProviderPart("openai", "refusal", dump_payload(item, here)))
+            )
+        elif kind in ("input_audio", "file") and images:
+            expect_mapping(item.get(str(kind)), f"{here}.{kind}")
+            parts.append(ProviderPart("openai", str(kind), dump_payload(item, here)))
         else:
             supported = (
-                ["text"] + (["image_url"] if images else []) + (["refusal"] if refusal else [])
+                ["text"]
+                + (["image_url", "input_audio", "file"] if images else [])
+                + (["refusal"] if refusal else [])
             )
             raise InvalidMessageError(
                 f"{here}.type",
@@ -91,9 +108,18 @@ def _tool_calls(value: object, where: str, call_names: dict[str, str]) -> list[P
         here = f"{where}[{j}]"
         call = expect_mapping(raw, here)
         kind = call.get("type", "function")
+        if kind == "custom":
+            call_id = expect_str(call.get("id"), f"{here}.id", empty_ok=False)
+            custom = expect_mapping(call.get("custom"), f"{here}.custom")
+            name = expect_str(custom.get("name"), f"{here}.custom.name", empty_ok=False)
+            text = expect_str(custom.get("input"), f"{here}.custom.input")
+            native = ProviderPart("openai", "custom", dump_payload(call, here))
+            call_names[call_id] = name
+            calls.append(ToolCallPart(call_id, name, dump_payload({"input": text}, here), native))
+            continue
         if kind != "function":
             raise InvalidMessageError(
-                f"{here}.type", f"unsupported tool call type {kind!r} (only 'function')"
+                f"{here}.type", f"unsupported tool call type {kind!r} (function or custom)"
             )
         call_id = expect_str(call.get("id"), f"{here}.id", empty_ok=False)
         function = expect_mapping(call.get("function"), f"{here}.function")
@@ -147,8 +173,6 @@ def from_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
                 _required(m, "content", where), f"{where}.content", images=True, refusal=False
             )
         elif role == "assistant":
-            if m.get("audio") is not None:
-                raise InvalidMessageError(f"{where}.audio", "audio responses are not supported")
             content = m.get("content")
             parts = (
                 []
@@ -157,7 +181,14 @@ def from_openai_chat(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
             )
             refusal = opt_str(m.get("refusal"), f"{where}.refusal")
             if refusal:
-                parts.append(TextPart(refusal))
+                native = ProviderPart(
+                    "openai", "refusal", dump_payload({"refusal": refusal}, where)
+                )
+                parts.append(TextPart(refusal, native))
+            if m.get("audio") is not None:
+                audio = expect_mapping(m["audio"], f"{where}.audio")
+                expect_str(audio.get("id"), f"{where}.audio.id", empty_ok=False)
+                parts.append(ProviderPart("openai", "audio", dump_payload(audio, f"{where}.audio")))
             if m.get("tool_calls") is not None:
                 parts.extend(_tool_calls(m["tool_calls"], f"{where}.tool_calls", call_names))
         elif role == "tool":
@@ -228,23 +259,92 @@ def _tool_messages(m: Message, images: list[tuple[str, ImagePart]]) -> list[dict
     return out
 
 
+def _user_content(m: Message, k: int, notes: list[RenderNote] | None) -> str | list[Any]:
+    content: list[dict[str, Any]] = []
+    for p in m.parts:
+        native_for(p, "openai", k, notes)  # notes another provider's native form
+        if isinstance(p, TextPart):
+            content.append({"type": "text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            content.append(_image(p))
+        elif isinstance(p, ProviderPart) and p.provider == "openai":
+            content.append(p.data)
+        elif isinstance(p, (ProviderPart, ThinkingPart)):
+            text = foreign_text(p, "openai", k, notes)
+            if text is not None:
+                content.append({"type": "text", "text": text})
+    if len(content) <= 1 and all(c["type"] == "text" for c in content):
+        return _text_content([c["text"] for c in content])
+    return content
+
+
+def _same_custom(native: Mapping[str, Any], c: ToolCallPart) -> bool:
+    custom = native.get("custom")
+    return (
+        isinstance(custom, Mapping)
+        and native.get("id") == c.id
+        and custom.get("name") == c.name
+        and c.input == {"input": custom.get("input")}
+    )
+
+
+def _assistant(m: Message, k: int, notes: list[RenderNote] | None) -> dict[str, Any]:
+    pieces: list[dict[str, Any]] = []  # text and refusal parts, in order
+    d: dict[str, Any] = {"role": "assistant"}
+    calls: list[dict[str, Any]] = []
+    for p in m.parts:
+        native = native_for(p, "openai", k, notes)
+        if isinstance(p, TextPart):
+            if native is not None and native.get("refusal") == p.text:
+                if "type" in native:
+                    pieces.append(native)
+                else:
+                    d["refusal"] = p.text
+            else:
+                pieces.append({"type": "text", "text": p.text})
+        elif isinstance(p, ToolCallPart):
+            if native is not None and _same_custom(native, p):
+                calls.append(native)
+            else:
+                function = {"name": p.name, "arguments": p.arguments or "{}"}
+                calls.append({"id": p.id, "type": "function", "function": function})
+        elif isinstance(p, ProviderPart) and p.provider == "openai" and p.kind == "audio":
+            d["audio"] = p.data
+        elif isinstance(p, (ProviderPart, ThinkingPart)):
+            text = foreign_text(p, "openai", k, notes)
+            if text is not None:
+                pieces.append({"type": "text", "text": text})
+    if any(c["type"] == "refusal" for c in pieces):
+        content: Any = pieces
+    elif pieces or not (calls or "refusal" in d or "audio" in d):
+        content = _text_content([c["text"] for c in pieces])
+    else:
+        content = None
+    d = {"role": "assistant", "content": content, **{k_: v for k_, v in d.items() if k_ != "role"}}
+    if calls:
+        d["tool_calls"] = calls
+    return d
+
+
 def render_openai_chat(
     messages: Sequence[Message],
     *,
     system_role: Literal["system", "developer"] = "system",
     validate: bool = True,
+    notes: list[RenderNote] | None = None,
 ) -> list[dict[str, Any]]:
     """Render neutral messages as a Chat Completions ``messages`` list.
 
     See the module docstring for the conventions. With ``validate`` (the default)
     the result is checked with `validate_openai_chat`, so a request that OpenAI
-    would reject raises `ProviderRuleError` here instead.
+    would reject raises `ProviderRuleError` here instead. Parts not sent as they
+    came are told in ``notes`` (`RenderNote`), when a list is given.
     """
     if system_role not in ("system", "developer"):
         raise ConfigError(f"system_role must be 'system' or 'developer', got {system_role!r}")
     out: list[dict[str, Any]] = []
     images: list[tuple[str, ImagePart]] = []
-    for m in expect_neutral(messages):
+    for k, m in enumerate(expect_neutral(messages)):
         if m.role != "tool" and images:
             # The run of tool messages is over: tool messages must directly follow
             # the assistant turn, so the images can only come now.
@@ -252,36 +352,16 @@ def render_openai_chat(
             images = []
         d: dict[str, Any]
         if m.role in ("system", "developer"):
+            for p in m.parts:
+                native_for(p, "openai", k, notes)
             d = {"role": system_role, "content": _text_content(text_parts(m))}
         elif m.role == "user":
-            if all(isinstance(p, TextPart) for p in m.parts) and len(m.parts) <= 1:
-                d = {"role": "user", "content": _text_content(text_parts(m))}
-            else:
-                d = {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": p.text} if isinstance(p, TextPart) else _image(p)
-                        for p in m.parts
-                        if isinstance(p, (TextPart, ImagePart))
-                    ],
-                }
+            d = {"role": "user", "content": _user_content(m, k, notes)}
         elif m.role == "assistant":
-            texts = text_parts(m)
-            calls = m.tool_calls
-            d = {
-                "role": "assistant",
-                "content": _text_content(texts) if texts or not calls else None,
-            }
-            if calls:
-                d["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments or "{}"},
-                    }
-                    for c in calls
-                ]
+            d = _assistant(m, k, notes)
         else:
+            for r in m.tool_results:
+                native_for(r, "openai", k, notes)
             out.extend(_tool_messages(m, images))
             continue
         if m.name is not None:

@@ -22,8 +22,13 @@ OpenAI Responses (``validate_responses``, provider ``"responses"``)
     ``invalid_function_call_output``; ``duplicate_call_id``;
     ``orphan_function_call_output`` ("No tool call found for function call output
     with call_id ..."); ``missing_function_call_output`` ("No tool output found for
-    function call ..."). Item types the neutral model never produces (reasoning,
-    built-in tools) are the provider's business and pass unchecked.
+    function call ...") — for every call the client runs (function, custom,
+    computer, shell, apply_patch calls) and its output; an ``item_reference`` may
+    stand for a stored call, so an output after one is not an orphan;
+    ``reasoning_without_following_item`` ("Item 'rs_...' of type 'reasoning' was
+    provided without its required following item": the item after a reasoning item
+    must be the model's next output item, with its ``id``). Other item types are the
+    provider's business and pass unchecked.
 
 Anthropic Messages (``validate_anthropic``, provider ``"anthropic"``)
     see ``_rules_anthropic``, where it lives to keep each module short.
@@ -127,11 +132,14 @@ def validate_openai_chat(messages: Sequence[Any]) -> None:
         if content is None:
             if role != "assistant":
                 _oai(f"{where}.content", "missing_content", f"a {role} message needs content")
-            if not (m.get("tool_calls") or m.get("function_call") or m.get("refusal")):
+            if not (
+                m.get("tool_calls") or m.get("function_call") or m.get("refusal") or m.get("audio")
+            ):
                 _oai(
                     f"{where}.content",
                     "missing_content",
-                    "an assistant message needs content unless it has tool_calls",
+                    "an assistant message needs content unless it has tool_calls, a refusal "
+                    "or audio",
                 )
         elif not isinstance(content, (str, list)):
             _oai(f"{where}.content", "invalid_content", "must be a string or a list of parts")
@@ -205,12 +213,54 @@ def _responses_message(item: Mapping[str, Any], where: str) -> None:
             )
 
 
+# Calls the client runs, and the kind of the output answering each.
+_CALLS = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "computer_call": "computer_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "shell_call": "shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "program": "program_output",
+}
+_OUTPUTS = frozenset(_CALLS.values())
+
+
+def _model_item(item: object) -> bool:
+    """Whether ``item`` is something the model output (it may follow a reasoning item)."""
+    if not isinstance(item, Mapping):
+        return False
+    kind = item.get("type", "message")
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return (
+        isinstance(kind, str)
+        and kind not in _OUTPUTS
+        and kind not in ("item_reference", "mcp_approval_response")
+    )
+
+
+def _check_reasoning(items: Sequence[Any], i: int) -> None:
+    j = i + 1
+    while j < len(items) and isinstance(items[j], Mapping) and items[j].get("type") == "reasoning":
+        j += 1
+    after = items[j] if j < len(items) else None
+    if not _model_item(after) or not _nonempty_str(after.get("id")):  # type: ignore[union-attr]
+        _resp(
+            f"input[{i}]",
+            "reasoning_without_following_item",
+            f"Item {items[i].get('id')!r} of type 'reasoning' was provided without its "
+            "required following item (the model's next output item, with its id)",
+        )
+
+
 def validate_responses(items: Sequence[Any]) -> None:
     """Raise `ProviderRuleError` if the Responses API would reject ``items`` as ``input``."""
     if not isinstance(items, (list, tuple)):
         _resp("input", "invalid_request", "must be a list of items")
     calls: dict[str, int] = {}
     outputs: dict[str, int] = {}
+    references = 0  # item references not yet taken to stand for a stored call
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, Mapping):
@@ -218,11 +268,17 @@ def validate_responses(items: Sequence[Any]) -> None:
         kind = item.get("type")
         if kind is None and "role" in item:
             kind = "message"
+        if kind is not None and not isinstance(kind, str):
+            _resp(f"{where}.type", "invalid_item", "must be a string")
         if kind == "message":
             _responses_message(item, where)
-        elif kind == "function_call":
+        elif kind == "reasoning":
+            _check_reasoning(items, i)
+        elif kind == "item_reference":
+            references += 1
+        elif kind in _CALLS:
             call_id = item.get("call_id")
-            if (
+            if kind == "function_call" and (
                 not _nonempty_str(call_id)
                 or not _nonempty_str(item.get("name"))
                 or not isinstance(item.get("arguments"), str)
@@ -232,6 +288,8 @@ def validate_responses(items: Sequence[Any]) -> None:
                     "invalid_function_call",
                     "needs a non-empty 'call_id' and 'name' and string 'arguments'",
                 )
+            if not _nonempty_str(call_id):
+                _resp(where, "invalid_function_call", f"a {kind} needs a non-empty 'call_id'")
             if call_id in calls:
                 _resp(
                     where,
@@ -239,15 +297,24 @@ def validate_responses(items: Sequence[Any]) -> None:
                     f"Duplicate 'call_id' {call_id!r}, also in input[{calls[call_id]}]",
                 )
             calls[str(call_id)] = i
-        elif kind == "function_call_output":
-            call_id = item.get("call_id")
+        elif kind in _OUTPUTS:
+            call_id = item.get("id" if kind == "local_shell_call_output" else "call_id")
             output = item.get("output")
-            if not _nonempty_str(call_id) or not isinstance(output, (str, list)):
+            if kind == "function_call_output" and not isinstance(output, (str, list)):
                 _resp(
                     where,
                     "invalid_function_call_output",
                     "needs a non-empty 'call_id' and an 'output' (string or list)",
                 )
+            if not _nonempty_str(call_id):
+                _resp(
+                    where,
+                    "invalid_function_call_output",
+                    "needs a non-empty 'call_id' and an 'output' (string or list)",
+                )
+            if call_id not in calls and references > 0:
+                references -= 1  # a stored call, referenced
+                calls[str(call_id)] = -1
             if call_id not in calls:
                 _resp(
                     where,
@@ -264,7 +331,7 @@ def validate_responses(items: Sequence[Any]) -> None:
         elif kind is None:
             _resp(where, "invalid_item", "an item needs a 'type' (or a 'role')")
     for call_id, i in calls.items():
-        if call_id not in outputs:
+        if call_id not in outputs and i >= 0:
             _resp(
                 f"input[{i}]",
                 "missing_function_call_output",

@@ -7,7 +7,13 @@ first of these it finds, quoting the API's own message where it has one:
   ``invalid_block``, ``unknown_role``, ``empty_messages``;
 * ``system_in_messages`` — the system prompt goes in the top-level ``system``;
 * ``first_not_user`` — "first message must use the 'user' role". The first-party
-  API has relaxed this; Bedrock and Vertex have not, so it is kept;
+  API has relaxed this; Bedrock and Vertex have not, so it is kept, except for a
+  conversation that opens with a compaction block (as the API returns it);
+* ``compaction_block_misplaced`` — a ``compaction`` block must be "the first block
+  of the conversation" (at most one, then);
+* ``invalid_thinking`` — thinking blocks belong to assistant turns and come back
+  as returned: ``thinking`` with its text and ``signature``, ``redacted_thinking``
+  with its ``data``;
 * ``roles_not_alternating`` — the API now merges consecutive same-role turns, but
   a merged turn can put text before tool results, so the renderer never emits
   them and the validator flags them;
@@ -25,7 +31,9 @@ first of these it finds, quoting the API's own message where it has one:
 * ``trailing_whitespace_prefill`` — "final assistant content cannot end with
   trailing whitespace";
 * ``too_many_cache_controls`` — "A maximum of 4 blocks with cache_control may be
-  provided" (tools, system and messages counted together).
+  provided" (tools, system and messages counted together);
+* ``cache_ttl_order`` — a breakpoint with the one-hour ``ttl`` may not follow one
+  with the default five minutes (longer TTLs come first).
 
 An assistant message last is allowed: it is a prefill.
 """
@@ -121,17 +129,55 @@ def _check_blocks(blocks: Sequence[Mapping[str, Any]], where: str) -> None:
             _check_blocks(inner, f"{here}.content")
 
 
-def _cache_controls(request: Mapping[str, Any]) -> list[str]:
-    """Positions of every block carrying cache_control (tools, system, messages)."""
-    found: list[str] = []
+def _opens_with_compaction(m: Mapping[str, Any]) -> bool:
+    content = m.get("content")
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and isinstance(content[0], Mapping)
+        and content[0].get("type") == "compaction"
+    )
+
+
+def _check_provider_blocks(
+    blocks: Sequence[Mapping[str, Any]], where: str, role: object, i: int
+) -> None:
+    """Thinking in assistant turns, as returned; a compaction block only first of all."""
+    for j, b in enumerate(blocks):
+        here = f"{where}.content[{j}]"
+        kind = b["type"]
+        if kind in ("thinking", "redacted_thinking"):
+            if role != "assistant":
+                _anth(here, "invalid_thinking", "thinking blocks belong to assistant turns")
+            if kind == "thinking" and not (
+                isinstance(b.get("thinking"), str) and _nonempty_str(b.get("signature"))
+            ):
+                _anth(
+                    here, "invalid_thinking",
+                    "a thinking block needs its 'thinking' text and 'signature' as returned",
+                )  # fmt: skip
+            if kind == "redacted_thinking" and not _nonempty_str(b.get("data")):
+                _anth(here, "invalid_thinking", "a redacted_thinking block needs its 'data'")
+        elif kind == "compaction" and (i, j) != (0, 0):
+            _anth(
+                here, "compaction_block_misplaced",
+                "a compaction block must be the first block of the conversation",
+            )  # fmt: skip
+
+
+def _cache_controls(request: Mapping[str, Any]) -> list[tuple[str, object]]:
+    """Positions (and ttl) of every block carrying cache_control (tools, system, messages)."""
+    found: list[tuple[str, object]] = []
 
     def scan(blocks: object, where: str) -> None:
         if not isinstance(blocks, list):
             return
         for j, b in enumerate(blocks):
             if isinstance(b, Mapping):
-                if b.get("cache_control") is not None:
-                    found.append(f"{where}[{j}]")
+                mark = b.get("cache_control")
+                if mark is not None:
+                    ttl = mark.get("ttl", "5m") if isinstance(mark, Mapping) else None
+                    found.append((f"{where}[{j}]", ttl))
                 scan(b.get("content"), f"{where}[{j}].content")
 
     scan(request.get("tools"), "tools")
@@ -182,7 +228,7 @@ def validate_anthropic(request: Mapping[str, Any]) -> None:
             )
         if role not in ("user", "assistant"):
             _anth(f"{where}.role", "unknown_role", f"unknown role {role!r}")
-        if i == 0 and role != "user":
+        if i == 0 and role != "user" and not _opens_with_compaction(m):
             _anth(where, "first_not_user", "first message must use the 'user' role")
         if role == prev_role:
             _anth(
@@ -192,6 +238,7 @@ def validate_anthropic(request: Mapping[str, Any]) -> None:
             )
         blocks = _anthropic_blocks(m, where, i == n - 1)
         _check_blocks(blocks, f"{where}.content")
+        _check_provider_blocks(blocks, where, role, i)
 
         if role == "user":
             answered: set[str] = set()
@@ -278,8 +325,18 @@ def validate_anthropic(request: Mapping[str, Any]) -> None:
     marked = _cache_controls(request)
     if len(marked) > MAX_CACHE_CONTROLS:
         _anth(
-            marked[MAX_CACHE_CONTROLS],
+            marked[MAX_CACHE_CONTROLS][0],
             "too_many_cache_controls",
             f"A maximum of {MAX_CACHE_CONTROLS} blocks with cache_control may be provided. "
             f"Found {len(marked)}.",
         )
+    short = None  # the first breakpoint with the default (five-minute) ttl
+    for where, ttl in marked:
+        if ttl == "1h" and short is not None:
+            _anth(
+                where,
+                "cache_ttl_order",
+                f"a cache_control with ttl '1h' must come before those with '5m' ({short})",
+            )
+        if ttl != "1h" and short is None:
+            short = where

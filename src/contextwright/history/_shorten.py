@@ -86,6 +86,8 @@ def shorten_message(
 
     Only text parts and string tool results are cut; the parts' budget is shared in
     proportion to their size. Metadata records ``shortened_from`` (tokens before).
+    Images, thinking and provider parts are never cut; when they alone exceed
+    ``max_tokens``, the message is returned as it is.
     """
     before = count_message(counter, message, overhead)
     if before <= max_tokens:
@@ -98,7 +100,9 @@ def shorten_message(
     sizes = [_part_text_tokens(counter, p) for p in message.parts]
     cuttable = sum(sizes)
     fixed = before - cuttable
-    room = max(0, max_tokens - fixed)
+    if fixed >= max_tokens:  # what cannot be cut (a document, thinking) is over the limit
+        return message  # alone: cutting the text would lose it and gain nothing
+    room = max_tokens - fixed
     parts: list[Part] = []
     for part, size in zip(message.parts, sizes, strict=True):
         if size == 0 or cuttable == 0:

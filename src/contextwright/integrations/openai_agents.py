@@ -24,10 +24,11 @@ budget (its tool schemas are not). `report` is the receipt of the last build.
 
 Items are Responses API input items, read and written with contextwright's
 Responses adapter (`from_responses` / `render_responses`): `from_agents` and
-`to_agents`. Items the neutral model cannot hold — ``reasoning``, hosted tool calls
-(web search, file search, computer use…), item references — are left out of the
-session with a logged warning; ``is_error`` and item ids are not kept. Importing
-this module imports the SDK; without it, `MissingDependencyError` names the extra.
+`to_agents`. Every item type the API takes is kept as it came — ``reasoning`` with
+its encrypted content, hosted tool calls, item references, ids (docs/providers.md);
+an item of a type the adapter does not know is left out of the session with a
+logged warning. ``is_error`` is not kept. Importing this module imports the SDK;
+without it, `MissingDependencyError` names the extra.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     ) from exc
 
 from ..adapters import from_responses, render_responses, validate_responses
+from ..adapters._responses_items import CALL_KINDS, MODEL_KINDS, OUTPUT_KINDS, USER_KINDS
 from ..model._messages import Message
 from ..model._units import group_units
 from ..pipeline._receipt import ContextReport
@@ -61,7 +63,14 @@ __all__ = ["SUPPORTED_ITEMS", "ContextwrightSession", "from_agents", "to_agents"
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_ITEMS = ("message", "function_call", "function_call_output")
+# Every item type the Responses adapter reads (docs/providers.md).
+SUPPORTED_ITEMS = (
+    "message",
+    *CALL_KINDS,
+    *sorted(OUTPUT_KINDS),
+    *sorted(MODEL_KINDS),
+    *sorted(USER_KINDS),
+)
 
 
 def _plain(item: object) -> Mapping[str, Any]:
@@ -73,7 +82,7 @@ def _plain(item: object) -> Mapping[str, Any]:
 def from_agents(items: Iterable[Any], *, skip_unsupported: bool = True) -> list[Message]:
     """Agents SDK items (Responses API input items) as contextwright messages.
 
-    Items of a type the neutral model cannot hold are skipped with a warning
+    Items of a type the Responses adapter does not know are skipped with a warning
     (``skip_unsupported=False``: `InvalidMessageError` from `from_responses`); a
     malformed item raises `InvalidMessageError` naming its position.
     """
@@ -89,7 +98,7 @@ def from_agents(items: Iterable[Any], *, skip_unsupported: bool = True) -> list[
             continue
         kept.append(item)
     if skipped:
-        log.warning("Agents SDK items left out of the session (no neutral form): %s", skipped)
+        log.warning("Agents SDK items left out of the session (unknown types): %s", skipped)
     return from_responses(kept)
 
 

@@ -159,9 +159,14 @@ def read_with_ids(raw: object, where: str = "messages") -> list[Message]:
     fmt = adapters.detect_format(raw)
     if fmt == "contextwright" or not any(ids):
         return adapters.read_messages(raw)
-    items = [{k: v for k, v in item.items() if k != "id"} for item in raw]
-    # A Responses message item has an "id" of its own; Chat and Anthropic messages have
-    # none, so the id is the client's. Reading without it changes nothing else.
+    # Chat and Anthropic messages have no "id", so it is the client's: read without it.
+    # A Responses item's id is its own, and it is kept (a reasoning item and the item
+    # after it are tied by their ids, docs/providers.md); it is the client's id too.
+    items = (
+        list(raw)
+        if fmt == "responses"
+        else [{k: v for k, v in item.items() if k != "id"} for item in raw]
+    )
     messages = adapters.read_messages(items)
     counts = _counts(items, len(messages))
     if counts is None:

@@ -1,8 +1,9 @@
 """The provider-neutral message model: the ground floor every other part stands on.
 
 A `Message` has a role (system, developer, user, assistant, tool) and a tuple of
-parts: `TextPart`, `ImagePart`, `ToolCallPart` (assistant only) and `ToolResultPart`
-(tool only). Messages are immutable and validated when built, so everything above
+parts: `TextPart`, `ImagePart`, `ToolCallPart` (assistant only), `ToolResultPart`
+(tool only), and the provider content kept as it came (`_native`): `ThinkingPart`
+(assistant only) and `ProviderPart` (user and assistant). Messages are immutable and validated when built, so everything above
 this module may assume a well-formed message; a malformed one raises
 `InvalidMessageError` naming the field, e.g. ``parts[1].call_id``.
 
@@ -28,6 +29,7 @@ from ._parts import (
     _ALLOWED,
     _PART_TYPES,
     Part,
+    ProviderPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -150,7 +152,8 @@ class Message:
 
     @property
     def text(self) -> str:
-        """All text of the message: text parts, and tool results' text, joined by newlines."""
+        """All text of the message, joined by newlines: text parts, tool results' text,
+        and the text form of provider parts (a document's text; never thinking)."""
         parts = self.parts
         if len(parts) == 1:
             p = parts[0]
@@ -160,7 +163,9 @@ class Message:
                 return p.text
         out: list[str] = []
         for p in parts:
-            if isinstance(p, (TextPart, ToolResultPart)):
+            if isinstance(p, (TextPart, ToolResultPart)) or (
+                isinstance(p, ProviderPart) and p.text
+            ):
                 out.append(p.text)
         return "\n".join(out)
 

@@ -1,4 +1,9 @@
-"""The parts a message holds: text, image, tool call (assistant only) and tool result (tool only), validated when built, and their dict form."""
+"""The parts a message holds: text, image, tool call (assistant only), tool result (tool
+only), thinking and provider parts (`_native`), validated when built, and their dict form.
+
+Text, image, tool-call and tool-result parts may carry the wire form they were read
+from (``native``, a `ProviderPart`), which the same provider's renderer writes back.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,16 @@ from typing import Any, Literal, TypeAlias
 
 from .._errors import InvalidMessageError
 from ._checks import _check_metadata, _require_str, check_unicode
+from ._native import ProviderPart, ThinkingPart, dump_payload
 
 __all__ = [
     "_ALLOWED",
     "_PART_TYPES",
     "ImagePart",
     "Part",
+    "ProviderPart",
     "TextPart",
+    "ThinkingPart",
     "ToolCallPart",
     "ToolResultPart",
     "_part_from_dict",
@@ -28,10 +36,13 @@ class TextPart:
     """Plain text."""
 
     text: str
+    native: ProviderPart | None = None
     type: Literal["text"] = field(default="text", init=False)
 
     def _check(self, where: str) -> None:
         _require_str(self.text, f"{where}.text", empty_ok=True)
+        if self.native is not None:
+            _check_native(self.native, where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +53,7 @@ class ImagePart:
     data: str | None = None
     media_type: str | None = None
     detail: str | None = None
+    native: ProviderPart | None = None
     type: Literal["image"] = field(default="image", init=False)
 
     def _check(self, where: str) -> None:
@@ -59,6 +71,8 @@ class ImagePart:
             raise InvalidMessageError(
                 f"{where}.media_type", "base64 image data needs a media type such as image/png"
             )
+        if self.native is not None:
+            _check_native(self.native, where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +82,7 @@ class ToolCallPart:
     id: str
     name: str
     arguments: str = "{}"
+    native: ProviderPart | None = None
     type: Literal["tool_call"] = field(default="tool_call", init=False)
 
     def _check(self, where: str) -> None:
@@ -82,6 +97,8 @@ class ToolCallPart:
             raise InvalidMessageError(f"{where}.arguments", "must be a JSON object")
         if "\\u" in self.arguments:  # a "\ud800" escape decodes to a lone surrogate
             _check_metadata(parsed, f"{where}.arguments")
+        if self.native is not None:
+            _check_native(self.native, where)
 
     @property
     def input(self) -> dict[str, Any]:
@@ -98,12 +115,15 @@ class ToolResultPart:
     content: str | tuple[TextPart | ImagePart, ...] = ""
     is_error: bool = False
     name: str | None = None
+    native: ProviderPart | None = None
     type: Literal["tool_result"] = field(default="tool_result", init=False)
 
     def _check(self, where: str) -> None:
         _require_str(self.call_id, f"{where}.call_id")
         if self.name is not None:
             _require_str(self.name, f"{where}.name", empty_ok=True)
+        if self.native is not None:
+            _check_native(self.native, where)
         if isinstance(self.content, str):
             if not self.content.isascii():
                 check_unicode(self.content, f"{where}.content")
@@ -128,41 +148,82 @@ class ToolResultPart:
         return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
-Part: TypeAlias = TextPart | ImagePart | ToolCallPart | ToolResultPart
+Part: TypeAlias = TextPart | ImagePart | ToolCallPart | ToolResultPart | ThinkingPart | ProviderPart
 
 
-_PART_TYPES = (TextPart, ImagePart, ToolCallPart, ToolResultPart)
+_PART_TYPES = (TextPart, ImagePart, ToolCallPart, ToolResultPart, ThinkingPart, ProviderPart)
 
 
 _ALLOWED: dict[str, tuple[type, ...]] = {
     "system": (TextPart,),
     "developer": (TextPart,),
-    "user": (TextPart, ImagePart),
-    "assistant": (TextPart, ToolCallPart),
+    "user": (TextPart, ImagePart, ProviderPart),
+    "assistant": (TextPart, ToolCallPart, ThinkingPart, ProviderPart),
     "tool": (ToolResultPart,),
 }
 
 
+def _check_native(native: object, where: str) -> None:
+    if not isinstance(native, ProviderPart):
+        raise InvalidMessageError(
+            f"{where}.native", f"must be a ProviderPart, got {type(native).__name__}"
+        )
+    native._check(f"{where}.native")
+
+
+def _native_to_dict(p: ProviderPart) -> dict[str, Any]:
+    d: dict[str, Any] = {"provider": p.provider, "kind": p.kind, "payload": p.data}
+    if p.text:
+        d["text"] = p.text
+    return d
+
+
+def _native_from_dict(d: Any, where: str) -> ProviderPart:
+    if not isinstance(d, Mapping):
+        raise InvalidMessageError(where, "must be an object")
+    payload = d.get("payload")
+    if isinstance(payload, str):
+        return ProviderPart(d.get("provider"), d.get("kind"), payload, d.get("text", ""))  # type: ignore[arg-type]
+    return ProviderPart(
+        d.get("provider"),  # type: ignore[arg-type]
+        d.get("kind"),  # type: ignore[arg-type]
+        dump_payload(payload, f"{where}.payload"),
+        d.get("text", ""),
+    )
+
+
 def _part_to_dict(p: Part) -> dict[str, Any]:
+    d: dict[str, Any]
     if isinstance(p, TextPart):
-        return {"type": "text", "text": p.text}
-    if isinstance(p, ImagePart):
-        d: dict[str, Any] = {"type": "image"}
+        d = {"type": "text", "text": p.text}
+    elif isinstance(p, ImagePart):
+        d = {"type": "image"}
         for key in ("url", "data", "media_type", "detail"):
             value = getattr(p, key)
             if value is not None:
                 d[key] = value
+    elif isinstance(p, ToolCallPart):
+        d = {"type": "tool_call", "id": p.id, "name": p.name, "arguments": p.arguments}
+    elif isinstance(p, ToolResultPart):
+        content: Any = (
+            p.content if isinstance(p.content, str) else [_part_to_dict(c) for c in p.content]
+        )
+        d = {"type": "tool_result", "call_id": p.call_id, "content": content}
+        if p.is_error:
+            d["is_error"] = True
+        if p.name is not None:
+            d["name"] = p.name
+    elif isinstance(p, ThinkingPart):
+        if p.redacted:
+            return {"type": "thinking", "redacted": True, "data": p.data}
+        d = {"type": "thinking", "text": p.text}
+        if p.signature is not None:
+            d["signature"] = p.signature
         return d
-    if isinstance(p, ToolCallPart):
-        return {"type": "tool_call", "id": p.id, "name": p.name, "arguments": p.arguments}
-    content: Any = (
-        p.content if isinstance(p.content, str) else [_part_to_dict(c) for c in p.content]
-    )
-    d = {"type": "tool_result", "call_id": p.call_id, "content": content}
-    if p.is_error:
-        d["is_error"] = True
-    if p.name is not None:
-        d["name"] = p.name
+    else:
+        return {"type": "provider", **_native_to_dict(p)}
+    if p.native is not None:
+        d["native"] = _native_to_dict(p.native)
     return d
 
 
@@ -170,13 +231,17 @@ def _part_from_dict(d: Any, where: str) -> Part:
     if not isinstance(d, Mapping):
         raise InvalidMessageError(where, "must be an object")
     kind = d.get("type")
+    raw = d.get("native")
+    native = None if raw is None else _native_from_dict(raw, f"{where}.native")
     try:
         if kind == "text":
-            return TextPart(d["text"])
+            return TextPart(d["text"], native)
         if kind == "image":
-            return ImagePart(d.get("url"), d.get("data"), d.get("media_type"), d.get("detail"))
+            return ImagePart(
+                d.get("url"), d.get("data"), d.get("media_type"), d.get("detail"), native
+            )
         if kind == "tool_call":
-            return ToolCallPart(d["id"], d["name"], d.get("arguments", "{}"))
+            return ToolCallPart(d["id"], d["name"], d.get("arguments", "{}"), native)
         if kind == "tool_result":
             content = d.get("content", "")
             if isinstance(content, list):
@@ -188,8 +253,14 @@ def _part_from_dict(d: Any, where: str) -> Part:
                         raise InvalidMessageError(f"{where}.content[{i}]", "must be text or image")
                 content = inner
             return ToolResultPart(
-                d["call_id"], content, bool(d.get("is_error", False)), d.get("name")
+                d["call_id"], content, bool(d.get("is_error", False)), d.get("name"), native
             )
+        if kind == "thinking":
+            if d.get("redacted"):
+                return ThinkingPart(redacted=True, data=d.get("data"))
+            return ThinkingPart(d.get("text", ""), d.get("signature"))
+        if kind == "provider":
+            return _native_from_dict(d, where)
     except KeyError as exc:
         raise InvalidMessageError(f"{where}.{exc.args[0]}", "is required") from None
     raise InvalidMessageError(f"{where}.type", f"unknown part type {kind!r}")

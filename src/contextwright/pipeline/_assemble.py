@@ -24,6 +24,8 @@ from ..sources._templates import turn_context
 from ..tokens._frame import count_message
 from ._fit_stage import Layout
 from ._receipt import BlockReport, ContextReport, SectionReport, Status
+from ._stand_in import compaction_line
+from ._thinning import thinning_line
 
 if TYPE_CHECKING:
     from ._engine import ContextEngine
@@ -59,6 +61,9 @@ def assemble(
             lay.breakpoints.append(len(out) - 1)
         if lay.summary_text:
             out.append(Message.system(lay.summary_text))
+            lay.breakpoints.append(len(out) - 1)
+        if lay.summary_message is not None:  # a provider's compaction
+            out.extend(lay.summary_message)
             lay.breakpoints.append(len(out) - 1)
         at[0] = lay.head = len(out)
         out.extend(window)
@@ -131,8 +136,8 @@ def assemble(
         elif lay.goal_in:
             lay.goal_in = False
             report.warnings.append("dropped the goal restatement after the final count")
-        elif lay.summary_text:
-            lay.summary_text = None
+        elif lay.summary_text or lay.summary_message is not None:
+            lay.summary_text = lay.summary_message = None
             report.warnings.append("dropped the summary after the final count")
         else:
             raise BudgetError(total, limit, [("assembled", total)])
@@ -223,7 +228,7 @@ def warn_dropped(
 
 def write_receipt(
     engine: ContextEngine, lay: Layout, messages: list[Message], history: Sequence[Message], current: Message,
-    summary: str | None, bud: Budget, report: ContextReport,
+    summary: str | tuple[Message, ...] | None, bud: Budget, report: ContextReport,
 ) -> None:  # fmt: skip
     counter, ov = engine.counter, engine.overhead
     lines: list[BlockReport] = []
@@ -254,7 +259,9 @@ def write_receipt(
                 c.fetch_ms,
             )
         )
-    if summary:
+    if isinstance(summary, tuple):
+        lines.append(compaction_line(lay.summary_message, summary, lay.summary_full))
+    elif summary:
         got = engine._msg_cost(lay.summary_text) if lay.summary_text else 0
         status: Status = (
             "dropped"
@@ -306,6 +313,8 @@ def write_receipt(
         if win.broken:
             reason += f"; skipped {len(win.broken)} broken unit(s): {win.broken[0][1]}"
         lines.append(BlockReport("history", "history", "recent", 1, h_status, hist_tokens, reason))
+        thinking = thinning_line(engine, lay.thinned, window) if lay.thinned else None
+        lines += [thinking] if thinking else []
     if lay.step is None:
         cur = count_message(counter, current, ov)
         lines.append(
@@ -365,7 +374,11 @@ def write_receipt(
     )
     used = {
         "system": count_message(counter, messages[0], ov) if first_sys else 0,
-        "summary": engine._msg_cost(lay.summary_text) if lay.summary_text else 0,
+        "summary": engine._msg_cost(lay.summary_text)
+        if lay.summary_text
+        else lay.summary_full
+        if lay.summary_message is not None
+        else 0,
         "recent": hist_tokens,
         "input": cur + goal + ov.reply_priming,
     }

@@ -54,7 +54,9 @@ from ._fetch import fetch_all
 from ._fit_stage import NextStep, candidates, fit_stage, hint_start, split_next_step, window_hint
 from ._prefix import PrefixMemo
 from ._receipt import BlockReport, BuiltContext, ContextReport
+from ._scan import scan_history
 from ._settings import check_settings, check_text
+from ._stand_in import stand_in
 from ._tracing import traced_build
 from ._usage import corrected_budget, correction_for, learn_usage, rebuild_for, write_usage
 
@@ -171,7 +173,9 @@ class ContextEngine:
         self._prefixes = PrefixMemo()  # the previous requests (the receipt's ``prefix``)
         self._loop: asyncio.AbstractEventLoop | None = None
         # per conversation: (length, last message, user messages) of the last history scanned
-        self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int]] = OrderedDict()
+        self._scans: OrderedDict[tuple[str, str, str], tuple[int, Message, int, int]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
         # spans and metrics of this engine's builds (None: the process-wide tracer,
         # `contextwright.integrations.otel.instrument`)
@@ -288,7 +292,7 @@ class ContextEngine:
                 )
             if not isinstance(history, Sequence) or isinstance(history, (str, bytes)):
                 raise InvalidMessageError("history", "must be a sequence of Message")
-            counted = self._scan_history(history, (tenant, user, conversation))
+            counted, comp = self._scan_history(history, (tenant, user, conversation))
             if summary is not None:
                 if not isinstance(summary, str):
                     raise InvalidMessageError("summary", "must be a string or None")
@@ -299,7 +303,8 @@ class ContextEngine:
             limit = bud.input_tokens
             # The window is walked before the fetch, so that recall knows where it starts.
             namespace = cache_namespace(tenant, user, conversation)
-            hint = window_hint(self, current, history, summary, limit, bud, step, namespace)
+            history, stand, stood = stand_in(history, summary, provider, comp)
+            hint = window_hint(self, current, history, stand, limit, bud, step, namespace)
             turn = Turn(
                 current, history, tenant, user, conversation, state or ConversationState(), now,
                 loc, turns, None if hint is None else lambda: hint_start(hint, history),
@@ -311,6 +316,7 @@ class ContextEngine:
                 used=0,
                 counter=self.counter.name,
                 exact=bool(getattr(self.counter, "exact", False)),
+                blocks=stood,
             )
 
             # 1. plan: which sources apply
@@ -348,12 +354,12 @@ class ContextEngine:
         # 3. fit
         with tracer.span("contextwright.build.fit"):
             cands = candidates(self, fetched, applicable, report)
-            lay = fit_stage(self, turn, history, summary, cands, limit, bud, t, step, hint)
+            lay = fit_stage(self, turn, history, stand, cands, limit, bud, t, step, hint)
         t3 = time.perf_counter()
         # 4. assemble
         with tracer.span("contextwright.build.assemble") as span:
             messages = assemble(self, lay, current, limit, t, report)
-            write_receipt(self, lay, messages, history, current, summary, bud, report)
+            write_receipt(self, lay, messages, history, current, stand, bud, report)
             warn_dropped(self, lay, history, limit, report)
             write_usage(report, corr, provider_budget)
             span.set("contextwright.messages", len(messages))
@@ -405,41 +411,11 @@ class ContextEngine:
             return None, bud
         return self._current(message), bud
 
-    def _scan_history(self, history: Sequence[Message], key: tuple[str, str, str]) -> int:
-        """Check that every item of ``history`` is a `Message`; the user messages among them.
-
-        Per conversation (``key``) the scan is remembered with the last message it
-        saw; when the next history holds that same message object at the same
-        position (a history that grows by appending), only the messages after it
-        are checked and counted, so a growing conversation costs O(new messages)
-        per build.
-        """
-        n = len(history)
-        with self._memo_lock:
-            seen = self._scans.get(key)
-            if seen is not None:
-                self._scans.move_to_end(key)
-        start = count = 0
-        if seen is not None:
-            seen_n, seen_last, seen_count = seen
-            if 0 < seen_n <= n and history[seen_n - 1] is seen_last:
-                start, count = seen_n, seen_count
-        for i in range(start, n):
-            m = history[i]
-            if not isinstance(m, Message):
-                raise InvalidMessageError(
-                    f"history[{i}]", f"must be a Message, got {type(m).__name__}"
-                )
-            if m.role == "user":
-                count += 1
-        with self._memo_lock:
-            if n:
-                self._scans[key] = (n, history[n - 1], count)
-                if len(self._scans) > 256:
-                    self._scans.popitem(last=False)
-            else:
-                self._scans.pop(key, None)
-        return count
+    def _scan_history(
+        self, history: Sequence[Message], key: tuple[str, str, str]
+    ) -> tuple[int, int]:
+        """The user messages of ``history`` and its newest compaction (`_scan.scan_history`)."""
+        return scan_history(self, history, key)
 
     def record_usage(self, built: BuiltContext | ContextReport | int, usage: Any) -> Correction:
         """Learn from a provider's reported ``usage`` (its usage object, a dict, or the

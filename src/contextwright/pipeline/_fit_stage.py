@@ -39,6 +39,7 @@ from ..sources._templates import turn_context
 from ..tokens._frame import count_message, message_frame
 from ._fetch import Fetched
 from ._receipt import BlockReport, ContextReport, Status
+from ._thinning import ThinnedHistory, thin_history
 
 if TYPE_CHECKING:
     from ._engine import ContextEngine
@@ -96,6 +97,8 @@ class Layout:
     window_tokens: int = 0
     summary_text: str | None = None
     summary_full: int = 0
+    # a provider's compaction standing in for the summary (`_stand_in`), when it fits
+    summary_message: tuple[Message, ...] | None = None
     goal: Message | None = None
     goal_cost: int = 0
     goal_in: bool = False
@@ -107,6 +110,7 @@ class Layout:
     namespace: str = ""  # the conversation's (the cache namespace)
     warnings: list[str] = field(default_factory=list)
     step: NextStep | None = None
+    thinned: ThinnedHistory | None = None  # the history walked without older thinking
 
 
 def candidates(
@@ -151,7 +155,7 @@ def fit_stage(
     engine: ContextEngine,
     turn: Turn,
     history: Sequence[Message],
-    summary: str | None,
+    summary: str | tuple[Message, ...] | None,
     cands: list[Candidate],
     limit: int,
     bud: Budget,
@@ -208,7 +212,10 @@ def fit_stage(
     restate = engine.restate_goal and (step is None or step.goal)
     lay.goal = goal_message(engine, turn, t, lay.warnings) if restate else None
     lay.goal_cost = count_message(counter, lay.goal, ov) if lay.goal else 0
-    lay.summary_full = engine._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
+    if isinstance(summary, tuple):  # a provider's compaction: sent whole or not at all
+        lay.summary_full = sum(count_message(counter, m, ov) for m in summary)
+    else:
+        lay.summary_full = engine._msg_cost(f"{t['summary.header']}\n{summary}") if summary else 0
     frame = 0 if lay.tail_p0 or not tail_rest else tail_frame
     if hint is not None and rest == hint.allowance:  # the walk before the fetch
         probe = hint.probe
@@ -226,6 +233,14 @@ def fit_stage(
         "input": lay.goal_cost,
     }
     grant = share_out(rest, demands, weights)
+    # The window would be cut: older thinking goes before any turn does.
+    cut = probe.stopped == "budget" or grant["recent"] < demands["recent"]
+    lay.thinned = thin_history(engine, history, probe, step is not None) if cut else None
+    if lay.thinned is not None:
+        history = lay.thinned
+        probe = probe_window(engine, history, rest, turn.namespace + "\x00thinned")
+        demands["recent"] = probe.tokens + (1 if probe.stopped == "budget" else 0)
+        grant = share_out(rest, demands, weights)
     used_by = fill_sections(engine, lay, grant, history, summary, tail_rest, frame, probe, t)
     # A second pass hands what the first left unused to the sections that were cut.
     leftover = rest - sum(used_by.values())
@@ -259,7 +274,7 @@ def window_hint(
     engine: ContextEngine,
     current: Message,
     history: Sequence[Message],
-    summary: str | None,
+    summary: str | tuple[Message, ...] | None,
     limit: int,
     bud: Budget,
     step: NextStep | None,
@@ -321,7 +336,7 @@ def fill_sections(
     lay: Layout,
     grant: dict[str, int],
     history: Sequence[Message],
-    summary: str | None,
+    summary: str | tuple[Message, ...] | None,
     tail_rest: list[Candidate],
     frame: int,
     probe: WindowResult,
@@ -329,8 +344,12 @@ def fill_sections(
 ) -> dict[str, int]:
     """Fill each section within its grant; returns what each used."""
     used = dict.fromkeys(grant, 0)
-    lay.summary_text = None
-    if summary:
+    lay.summary_text = lay.summary_message = None
+    if isinstance(summary, tuple):
+        if lay.summary_full <= grant["summary"]:
+            lay.summary_message = summary
+            used["summary"] = lay.summary_full
+    elif summary:
         if lay.summary_full <= grant["summary"]:
             lay.summary_text = f"{t['summary.header']}\n{summary}"
         elif grant["summary"] >= 32:  # below that a summary says nothing useful

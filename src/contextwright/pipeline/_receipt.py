@@ -201,14 +201,40 @@ class BuiltContext:
         Responses ``input`` list; ``"anthropic"``: ``{"system": [...], "messages": [...]}``
         with ``cache_control`` breakpoints after the stable prefix. Extra keywords go
         to the renderer (e.g. ``system_role="developer"`` for OpenAI reasoning models).
+
+        Provider content that ``provider`` cannot take as it came (another provider's
+        thinking, documents, compactions; docs/providers.md) is converted or dropped,
+        and the receipt gets a ``render`` line for each kind of it saying which and why.
         """
+        notes: list[adapters.RenderNote] = kw.pop("notes", None) or []
         if provider == "openai":
-            return adapters.render_openai_chat(self.messages, **kw)
-        if provider == "responses":
-            return adapters.render_responses(self.messages, **kw)
-        if provider == "anthropic":
+            out: Any = adapters.render_openai_chat(self.messages, notes=notes, **kw)
+        elif provider == "responses":
+            out = adapters.render_responses(self.messages, notes=notes, **kw)
+        elif provider == "anthropic":
             kw.setdefault("cache_breakpoints", self.cache_breakpoints)
-            return adapters.render_anthropic(self.messages, **kw)
-        raise ConfigError(
-            f"unknown provider {provider!r}; expected 'openai', 'responses' or 'anthropic'"
-        )
+            out = adapters.render_anthropic(self.messages, notes=notes, **kw)
+        else:
+            raise ConfigError(
+                f"unknown provider {provider!r}; expected 'openai', 'responses' or 'anthropic'"
+            )
+        self._note(provider, notes)
+        return out
+
+    def _note(self, provider: str, notes: Sequence[adapters.RenderNote]) -> None:
+        """One receipt line per kind of part the render converted or dropped."""
+        grouped: dict[tuple[str, str, str], list[int]] = {}
+        for n in notes:
+            grouped.setdefault((n.part, n.action, n.reason), []).append(n.message)
+        names = {b.name for b in self.report.blocks}
+        for (part, action, reason), where in grouped.items():
+            name = f"render:{provider}:{part}"
+            if name in names:
+                continue  # rendered again for the same provider: said already
+            count = f"{len(where)} part(s) in message(s) {', '.join(map(str, sorted(set(where))))}"
+            status: Status = "dropped" if action == "dropped" else "included"
+            self.report.blocks.append(
+                BlockReport(
+                    name, "render", "history", 2, status, 0, f"{action}: {reason} ({count})"
+                )
+            )

@@ -7,8 +7,17 @@ from dataclasses import dataclass
 
 from .._errors import ConfigError
 from ..model._messages import Message
-from ..model._parts import ImagePart, TextPart, ToolCallPart, ToolResultPart
+from ..model._parts import (
+    ImagePart,
+    Part,
+    ProviderPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from ._count import TokenCounter
+from ._payload import payload_tokens
 
 __all__ = [
     "DEFAULT_OVERHEAD",
@@ -64,7 +73,9 @@ class MessageOverhead:
     ``per_tool_result``, the call id and the content. ``image_tokens`` is charged
     per image whatever its size: 1,600 covers the largest image either OpenAI
     (high detail, 1,445) or Anthropic (about 1,600) charges for. A request adds
-    ``reply_priming`` once.
+    ``reply_priming`` once. Thinking, provider parts and the native wire forms some
+    parts carry cost ``per_part`` plus what `tokens._payload` charges their
+    strings and media (it errs high: providers do not publish these costs).
 
     The profiles, by `for_provider` (see docs/architecture.md, "Token accounting"):
 
@@ -192,8 +203,32 @@ def count_message(
                         n += overhead.image_tokens
         elif isinstance(p, ImagePart):
             n += overhead.image_tokens
+        elif isinstance(p, ThinkingPart):
+            n += part + counter.count(p.data or "" if p.redacted else p.text)
+            n += counter.count(p.signature) if p.signature else 0
+        elif isinstance(p, ProviderPart):
+            n += part + payload_tokens(counter, p.data, overhead.image_tokens)
+        if getattr(p, "native", None) is not None:
+            n += _native_extra(counter, p, overhead)
     cache[key] = n
     return n
+
+
+def _native_extra(counter: TokenCounter, p: Part, overhead: MessageOverhead) -> int:
+    """What a neutral part's native wire form adds: strings the part does not hold."""
+    native = getattr(p, "native", None)
+    if native is None:
+        return 0
+    skip: tuple[str, ...]
+    if isinstance(p, TextPart):
+        skip = (p.text,)
+    elif isinstance(p, ToolCallPart):
+        skip = (p.id, p.name, p.arguments)
+    elif isinstance(p, ToolResultPart):
+        skip = (p.call_id, p.text)
+    else:
+        skip = ()
+    return payload_tokens(counter, native.data, overhead.image_tokens, skip, media=False)
 
 
 def count_messages(

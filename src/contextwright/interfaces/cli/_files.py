@@ -43,6 +43,8 @@ REQUEST_KEYS = {
     "text", "truncation", "include", "background", "prompt", "max_tool_calls",
     # Anthropic Messages
     "stop_sequences", "top_k", "thinking", "container", "mcp_servers",
+    # both: server-side context management (compaction, clearing), output settings
+    "context_management", "output_config",
 }  # fmt: skip
 
 

@@ -63,7 +63,7 @@ def parts_json(msg: Message, where: str) -> str:
     (an idempotent re-append compares it).
     """
     parts = msg.parts
-    if len(parts) == 1 and type(parts[0]) is TextPart:
+    if len(parts) == 1 and type(parts[0]) is TextPart and parts[0].native is None:
         return _ONE_TEXT_HEAD + encode_basestring(parts[0].text) + _ONE_TEXT_TAIL
     return dumps([_part_to_dict(p) for p in parts], where)
 
