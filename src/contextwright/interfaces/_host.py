@@ -1,7 +1,7 @@
 """`Host`: the operations the HTTP service and the MCP server share, over one store.
 
 A server opens one `Host` in its lifespan (`open_host`) and calls its coroutines;
-it keeps no state of its own (docs: DESIGN.md, Many workers). The host holds
+it keeps no state of its own (docs/deploy.md: servers are thin). The host holds
 
 - ``backend``, the store `Backend` (``keys`` and ``receipts`` are its roles too),
 - one `Conversations` per model (a bounded pool of at most ``max_models``, all

@@ -1,8 +1,8 @@
 """The FastAPI app: `create_app(settings)`, its lifespan, its middleware and its probes.
 
 The lifespan opens the `Host` (the store named by ``settings.db``) and closes it
-at shutdown; the app holds nothing else per conversation (DESIGN.md, Many
-workers). `app_from_env` is the factory uvicorn imports in each worker when
+at shutdown; the app holds nothing else per conversation (docs/deploy.md:
+servers are thin). `app_from_env` is the factory uvicorn imports in each worker when
 there are several (``contextwright serve --workers N``).
 
 The edge (`Edge`, pure ASGI, outermost but for the error middleware): refuses a
