@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -165,6 +166,7 @@ def serving(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def seed(url: str, key: str, conversations: int, messages: int, rng: random.Random) -> list[str]:
