@@ -8,9 +8,12 @@ concurrent clients (httpx async, one connection each) run a mixed load for
 message (``--append-share`` of the time; a client message id, as a retrying client
 sends it) or builds a context for a new user message with ``--budget`` (which stores
 it), as an agent's turn does. A client runs one request at a time, so at most
-``--clients`` requests are in flight.
+``--clients`` requests are in flight, and opens a new connection every 20 requests
+(the workers share one listening socket: connections held for the whole run could
+all land on one worker; each worker's CPU time is reported).
 
-Reported: operations and errors (any answer but 2xx, or a transport error; the first
+Before the run, builds on new connections reach every worker once (`prime`: a
+worker loads the engine on its first build). Reported: operations and errors (any answer but 2xx, or a transport error; the first
 few are printed), throughput, p50/p99 latency per operation (after the warm-up), and
 the resident memory (VmRSS of ``/proc/<pid>/status``) of each worker process, sampled
 every 0.5 s: at the end of the warm-up (``--warmup`` seconds, default a quarter of the
@@ -51,6 +54,7 @@ TOPICS = (
     "refund policy", "shipping notes", "invoice 4471", "the Lisbon warehouse", "courier delays",
     "plan upgrade", "billing region", "tracking label", "the quarterly review", "escalation",
 )  # fmt: skip
+RECONNECT = 20  # requests per connection
 VERBS = ("asked about", "confirmed", "disputed", "needs an update on", "resolved")
 
 
@@ -76,6 +80,15 @@ def cli(*args: str, env: dict[str, str]) -> str:
         capture_output=True, text=True, env=env, timeout=120, check=True,
     )  # fmt: skip
     return out.stdout
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kib(pid: int) -> int:
@@ -186,6 +199,20 @@ def seed(url: str, key: str, conversations: int, messages: int, rng: random.Rand
     return ids
 
 
+def prime(service: Service, ids: list[str], budget: int, tries: int = 400) -> int:
+    """Build on new connections until every worker has spent 0.2 CPU s on them (a
+    worker loads the engine and its stores on first use); the requests made."""
+    start = {pid: cpu_seconds(pid) for pid in service.workers}
+    headers = {"Authorization": f"Bearer {service.key}", "Connection": "close"}
+    body = {"message": "warm up", "budget": budget, "store_message": False}
+    with httpx.Client(base_url=service.url, headers=headers, timeout=60) as c:
+        for n in range(1, tries + 1):
+            c.post(f"/v1/conversations/{ids[n % len(ids)]}/context", json=body).raise_for_status()
+            if all(cpu_seconds(pid) - start[pid] > 0.2 for pid in service.workers):
+                return n
+    return tries
+
+
 @dataclass
 class Load:
     """What `drive` measured: latencies (ms) per operation after the warm-up, errors, RSS."""
@@ -197,6 +224,7 @@ class Load:
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
     rss: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+    cpu: dict[int, float] = field(default_factory=dict)  # CPU seconds of each worker
 
     def rss_at(self, pid: int, t: float) -> int:
         """The last sample at or before ``t`` seconds into the run."""
@@ -254,7 +282,11 @@ async def client_loop(
                 path = f"/v1/conversations/{cid}/context"
             start = time.monotonic()
             try:
-                r = await c.post(path, json=body)
+                # a new connection now and then, as clients behind a balancer make:
+                # the workers share one listening socket, and 16 connections kept
+                # for the whole run may all land on one worker
+                close = {"Connection": "close"} if i % RECONNECT == 0 else None
+                r = await c.post(path, json=body, headers=close)
                 ok, what = r.is_success, f"{op} {r.status_code} {r.text[:200]}"
             except httpx.HTTPError as exc:
                 ok, what = False, f"{op} {type(exc).__name__}: {exc}"
@@ -280,6 +312,7 @@ async def drive(
         target=sample_rss, args=(service.workers, load, t0, stop), daemon=True
     )
     sampler.start()
+    cpu0 = {pid: cpu_seconds(pid) for pid in service.workers}
     until = t0 + seconds
     await asyncio.gather(*[
         client_loop(n, service.url, service.key, ids, load, until, t0, budget, append_share, seed_)
@@ -287,6 +320,7 @@ async def drive(
     ])  # fmt: skip
     stop.set()
     sampler.join()
+    load.cpu = {pid: cpu_seconds(pid) - cpu0[pid] for pid in service.workers}
     return load
 
 
@@ -311,9 +345,10 @@ def report(load: Load, max_growth: float, args: argparse.Namespace) -> dict[str,
     worst = 0.0
     for pid, (warm, end, g) in load.growth().items():
         worst = max(worst, g)
-        out["rss"][str(pid)] = {"warm_kib": warm, "end_kib": end, "growth": g}
-        print(f"worker {pid}: RSS {warm / 1024:.1f} MiB after warm-up -> {end / 1024:.1f} MiB "
-              f"at the end ({g:+.1%})")  # fmt: skip
+        cpu = load.cpu.get(pid, 0.0)
+        out["rss"][str(pid)] = {"warm_kib": warm, "end_kib": end, "growth": g, "cpu_s": cpu}
+        print(f"worker {pid}: {cpu:.1f} CPU s; RSS {warm / 1024:.1f} MiB after warm-up -> "
+              f"{end / 1024:.1f} MiB at the end ({g:+.1%})")  # fmt: skip
         tenths = [load.rss_at(pid, load.seconds * k / 10) / 1024 for k in range(11)]
         print("  by tenths of the run (MiB): " + " ".join(f"{m:.0f}" for m in tenths))
     out["max_growth"] = worst
@@ -341,11 +376,14 @@ def main() -> int:
     rng = random.Random(7)
     with serving(args.workers, args.budget) as service:
         ids = seed(service.url, service.key, args.conversations, args.messages, rng)
+        primed = prime(service, ids, args.budget)
         load = asyncio.run(drive(
             service, ids, clients=args.clients, seconds=args.seconds, warmup=warmup,
             budget=args.budget, append_share=args.append_share,
         ))  # fmt: skip
         result = report(load, args.max_growth, args)
+        result["primed"] = primed
+        print(f"(before the run, {primed} builds on new connections reached every worker)")
         result["load_average"] = os.getloadavg()
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:

@@ -3,8 +3,8 @@
 The real thing, shortened: ``contextwright serve --workers 2`` as a subprocess on an
 SQLite file with a key, 16 concurrent httpx clients doing mixed appends and builds
 over several conversations. Every request must succeed (0 errors), both workers
-must be found and sampled, and no worker's RSS may grow more than 10 % after the
-warm-up. The full run (2 minutes) is in docs/benchmarks.md.
+must be found, sampled and busy, and no worker's RSS may grow more than 10 % after
+the warm-up. The full run (2 minutes) is in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -33,5 +33,6 @@ def test_sixteen_clients_two_workers_no_errors_flat_memory() -> None:
     assert {"append", "build"} <= {op for op, v in result["latency_ms"].items() if v["n"] > 0}
     assert len(result["rss"]) == 2, report  # both workers were sampled
     assert all(r["warm_kib"] > 10_000 for r in result["rss"].values()), report
+    assert all(r["cpu_s"] > 0.2 for r in result["rss"].values()), report  # both served
     assert result["max_growth"] <= 0.10, report
     assert out.returncode == 0, report
