@@ -8,6 +8,7 @@ import json
 import random
 import re
 import string
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -729,6 +730,29 @@ def test_cached_counter_hits_misses_and_eviction() -> None:
     assert (cached.hits, cached.misses) == (3, 4)
     with pytest.raises(ConfigError):
         CachedCounter(inner, maxsize=0)
+
+
+def test_cached_counter_is_bounded_in_bytes() -> None:
+    """Long texts (composed blocks, truncation probes) cannot pile up past ``max_bytes``."""
+    inner = CountingCounter()
+    cached = CachedCounter(inner, max_bytes=20_000)
+    texts = [f"{i} " + "word " * 400 for i in range(40)]  # about 2 KB each
+    for t in texts:
+        assert cached.count(t) == inner.count(t)
+        assert cached.nbytes <= cached.max_bytes
+    assert 5 <= len(cached._cache) < 10
+    assert cached.nbytes == sum(sys.getsizeof(t) + 100 for t in cached._cache)
+    calls = len(inner.calls)
+    cached.count(texts[-1])  # the newest stayed
+    assert len(inner.calls) == calls
+    cached.count(texts[0])  # the oldest went
+    assert len(inner.calls) == calls + 1
+    huge = "x " * 50_000  # larger than the bound on its own: counted, not kept
+    assert cached.count(huge) == inner.count(huge)
+    assert huge not in cached._cache
+    assert cached.nbytes <= cached.max_bytes
+    with pytest.raises(ConfigError):
+        CachedCounter(inner, max_bytes=0)
 
 
 def test_cached_counter_caches_zero() -> None:

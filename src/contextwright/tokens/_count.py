@@ -12,6 +12,7 @@ text by content). The exact counters (`TiktokenCounter`, `HFTokenizerCounter`) a
 from __future__ import annotations
 
 import re
+import sys
 from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
@@ -73,7 +74,13 @@ _SPLIT_ABOVE = 256
 
 
 class CachedCounter:
-    """Memoises another counter's counts by content, keeping the ``maxsize`` most recent.
+    """Memoises another counter's counts by content: at most ``maxsize`` texts and
+    about ``max_bytes`` of them (their memory and the cache's per entry), least
+    recently used out first.
+
+    The bound in bytes matters as much as the count: the texts counted include
+    whole composed blocks and every prefix a truncation tries, a few KB each, so
+    65,536 of them could hold a hundred MB in a long-running process.
 
     When the inner counter is ``line_additive`` (tiktoken), a long text is counted as
     the sum of its lines' cached counts — exactly what counting it whole gives — so
@@ -81,13 +88,17 @@ class CachedCounter:
     message, the dynamic tail) costs the tokenizer only that block's lines.
     """
 
-    def __init__(self, inner: TokenCounter, maxsize: int = 65536) -> None:
+    def __init__(self, inner: TokenCounter, maxsize: int = 65536, max_bytes: int = 8 << 20) -> None:
         if maxsize < 1:
             raise ConfigError("CachedCounter maxsize must be at least 1")
+        if max_bytes < 1:
+            raise ConfigError("CachedCounter max_bytes must be at least 1")
         self.inner = inner
         self.name = inner.name
         self.exact = bool(getattr(inner, "exact", False))
         self.maxsize = maxsize
+        self.max_bytes = max_bytes
+        self.nbytes = 0  # what the entries take, by `_entry_bytes`
         self._cache: OrderedDict[str, int] = OrderedDict()
         self._by_lines = bool(getattr(inner, "line_additive", False))
         self.hits = 0
@@ -121,12 +132,23 @@ class CachedCounter:
 
     def _remember(self, text: str, n: int) -> None:
         cache = self._cache
+        if text not in cache:
+            self.nbytes += _entry_bytes(text)
         cache[text] = n
-        if len(cache) > self.maxsize:
-            cache.popitem(last=False)
+        while cache and (len(cache) > self.maxsize or self.nbytes > self.max_bytes):
+            old, _ = cache.popitem(last=False)
+            self.nbytes -= _entry_bytes(old)
 
     def __repr__(self) -> str:
         return f"CachedCounter({self.inner!r})"
+
+
+# an entry's memory besides its text: the ordered dict's slot and link node, the int
+_ENTRY_OVERHEAD = 100
+
+
+def _entry_bytes(text: str) -> int:
+    return sys.getsizeof(text) + _ENTRY_OVERHEAD
 
 
 # -- messages --------------------------------------------------------------------------

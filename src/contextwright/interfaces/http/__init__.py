@@ -3,7 +3,8 @@
 `create_app(settings)` makes the FastAPI app (``_app.py``); the routes live in
 small modules by concern (``_routes_conversations.py``, ``_routes_context.py``,
 ``_routes_memory.py``), the bodies in ``_models.py``, errors as problem details in
-``_problems.py``, the key check in ``_deps.py``, metrics in ``_metrics.py``.
+``_problems.py``, the key check in ``_deps.py``, metrics in ``_metrics.py``, the
+inspector page (``/inspect``, files in ``static/``) in ``_inspect.py``.
 docs/service.md is the reference. Needs the ``server`` extra (FastAPI, uvicorn,
 prometheus-client); without it, importing this package raises
 `MissingDependencyError` naming the extra.

@@ -11,6 +11,7 @@ streams in), counts every request by route template and status, and with
 ``--insecure-single-tenant`` marks every response with
 ``X-Contextwright-Insecure``. ``/healthz`` says the process is up, ``/readyz``
 that the store answers (503 otherwise), ``/metrics`` is Prometheus' text format.
+``/inspect`` is the inspector page (``_inspect.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._host import open_host
+from ._inspect import router as inspect_router
 from ._metrics import CONTENT_TYPE_LATEST, Metrics
 from ._models import Status
 from ._problems import BodyTooLarge, install, problem
@@ -147,6 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(conversations_router)
     app.include_router(context_router)
     app.include_router(memory_router)
+    app.include_router(inspect_router)
 
     @app.get("/healthz", response_model=Status, tags=["probes"])
     async def healthz() -> dict[str, Any]:
