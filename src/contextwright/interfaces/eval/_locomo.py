@@ -120,8 +120,9 @@ def memory_qa_engine(
     ranked by full-text evidence spread to neighbours, speaker and date priors,
     and vector evidence when ``embedder`` is given (an `Embedder`, e.g.
     ``SentenceTransformerEmbedder()``), packed exactly to the allowance with
-    ``counter`` (``weights``: the ranker's knobs, default `RankWeights()`). Build with ``budget=Budget(total, shares=MEMORY_QA_SHARES)`` so
-    that recall gets most of the budget, and give `Conversations` the same store
+    ``counter`` (``weights``: the ranker's knobs, default `RankWeights()`). Build
+    with ``budget=Budget(total, shares=MEMORY_QA_SHARES)`` so that recall gets
+    most of the budget, and give `Conversations` the same store
     with ``recall=False`` (this engine brings its own). The goal restatement is
     off: the question is the last message anyway, and at 1,000 tokens its copy
     would cost a recalled turn.
@@ -217,10 +218,11 @@ async def _build(
 async def _evaluate_one(
     conv: LocomoConversation, budgets: Sequence[int], embedder: Any, tallies: dict[int, _Tally],
     counter: TokenCounter, encoder: Any, observe: Observer | None, knobs: RankWeights | None,
+    locale: str,
 ) -> dict[str, Any]:  # fmt: skip
     store = SQLiteStore(":memory:")
     db = AsyncStore(store)
-    engine = memory_qa_engine(db, counter=counter, embedder=embedder, weights=knobs)
+    engine = memory_qa_engine(db, counter=counter, embedder=embedder, weights=knobs, locale=locale)
     weights = Budget(1, shares=MEMORY_QA_SHARES).weights()
     per_budget: dict[int, _Tally] = {b: _Tally() for b in budgets}
     opened = [Conversations(engine, store, recall=False)]
@@ -230,7 +232,7 @@ async def _evaluate_one(
         await opened[0].append(conv.name, conv.messages, tenant=TENANT, user=USER)
         ingest_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        await _recall_of(engine).prepare(conv.name, tenant=TENANT)
+        await _recall_of(engine).prepare(conv.name, tenant=TENANT, locale=locale)
         prepare_s = time.perf_counter() - t0
         threads = _single_threaded(embedder)
         for b in budgets:
@@ -299,12 +301,14 @@ def evaluate_locomo(
     observe: Observer | None = None,
     weights: RankWeights | None = None,
     conversations: Sequence[LocomoConversation] | None = None,
+    locale: str = "en",
 ) -> dict[str, Any]:
     """Run the evaluation over LoCoMo files; returns the report as a JSON-ready dict.
 
     ``observe(question, request)`` is called with every rendered request (tests
     use it to check what the builder saw). ``weights`` are the ranker's knobs;
-    ``conversations``, when given, are used instead of reading ``paths`` again.
+    ``conversations``, when given, are used instead of reading ``paths`` again;
+    ``locale`` is the engine's (``"zh"`` for the Chinese set, `_zh`).
     Besides the pooled figures, ``spread`` gives per budget the mean, standard
     deviation, minimum and maximum of the per-conversation recalls.
     """
@@ -320,7 +324,7 @@ def evaluate_locomo(
     async def main() -> None:
         for conv in convs:
             per_file[conv.name] = await _evaluate_one(
-                conv, budgets, embedder, tallies, counter, encoder, observe, weights
+                conv, budgets, embedder, tallies, counter, encoder, observe, weights, locale
             )
 
     t0 = time.perf_counter()

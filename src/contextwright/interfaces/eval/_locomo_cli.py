@@ -26,6 +26,17 @@ def add_parsers(sub: Any) -> None:
         "locomo", help="LoCoMo conversations: recall of evidence turns per budget"
     )
     lo.add_argument("dir", type=Path, help="a directory of LoCoMo *.json files, or one file")
+    _common(lo)
+    zh = which.add_parser(
+        "zh", help="a generated Chinese set in LoCoMo's format (deterministic by --seed)"
+    )
+    zh.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
+    zh.add_argument("--conversations", type=int, default=3, help="how many (default 3)")
+    zh.add_argument("--write", type=Path, metavar="DIR", help="keep the generated files in DIR")
+    _common(zh)
+
+
+def _common(lo: Any) -> None:
     lo.add_argument("--budget", dest="budgets", default="1000,2000,4000,8000",
                     help="comma-separated token budgets besides system prompt and question")  # fmt: skip
     lo.add_argument("--embedder", choices=["none", "minilm"], default="none",
@@ -58,22 +69,42 @@ def _files(where: Path) -> list[Path]:
     return files
 
 
+def _zh_report(args: argparse.Namespace, measure: Any) -> dict[str, Any]:
+    """``measure(files)`` on the Chinese set, written to ``--write`` or to a temporary directory."""
+    import tempfile
+
+    from ._zh import write_set
+
+    if args.conversations < 1:
+        raise UserError(f"--conversations must be at least 1, got {args.conversations}")
+    if args.write is not None:
+        return dict(measure(write_set(args.write, args.seed, args.conversations)))
+    with tempfile.TemporaryDirectory(prefix="contextwright-zh-") as d:
+        return dict(measure(write_set(Path(d), args.seed, args.conversations)))
+
+
 def run(args: argparse.Namespace, out: Any) -> int:
-    """``eval locomo``: the report as a table, or as JSON with ``--json``; returns 0."""
+    """``eval locomo`` / ``eval zh``: the report as a table, or as JSON with ``--json``; returns 0."""
     budgets = _budgets(args.budgets)
     grid = parse_grid(args.grid)
     if args.grid and not args.cv:
         raise UserError("--grid needs --cv")
-    files = _files(args.dir)
+    zh = args.benchmark == "zh"
+    locale = "zh" if zh else "en"
+    files = [] if zh else _files(args.dir)
     embedder = None
     if args.embedder == "minilm":
         from ...memory import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
-    if args.cv:
-        report = cross_validate(files, budgets, grid, embedder=embedder)
-    else:
-        report = evaluate_locomo(files, budgets, embedder=embedder)
+
+    def measure(files: list[Path]) -> dict[str, Any]:
+        if args.cv:
+            return cross_validate(files, budgets, grid, embedder=embedder, locale=locale)
+        return evaluate_locomo(files, budgets, embedder=embedder, locale=locale)
+
+    report = _zh_report(args, measure) if zh else measure(files)
+    report["set"] = "Chinese (generated)" if zh else "LoCoMo"
     if args.json:
         out.write(json.dumps(report, indent=1) + "\n")
     else:
@@ -86,7 +117,7 @@ def _table(report: dict[str, Any], out: Any) -> None:
     from rich.table import Table
 
     cats = sorted({c for b in report["budgets"].values() for c in b["per_category"]})
-    table = Table(title=f"LoCoMo recall · embedder {report['embedder']} · "
+    table = Table(title=f"{report.get('set', 'LoCoMo')} recall · embedder {report['embedder']} · "
                   f"{report['questions']} questions · cl100k", title_justify="left")  # fmt: skip
     for col in ("budget", "recall", *(f"{c} {CATEGORIES.get(int(c), '?')}" for c in cats),
                 "tokens mean", "max", "over", "p50 ms", "p95 ms"):  # fmt: skip

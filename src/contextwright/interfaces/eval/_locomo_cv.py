@@ -99,6 +99,7 @@ def cross_validate(
     grid: Mapping[str, RankWeights] | None = None,
     *,
     embedder: Any = None,
+    locale: str = "en",
 ) -> dict[str, Any]:
     """The default's full report plus a ``cv`` section (see the module docstring).
 
@@ -108,7 +109,9 @@ def cross_validate(
     candidates = {DEFAULT: RankWeights(), **(grid or {})}
     convs = [c for p in paths for c in load_locomo(p)]
     reports = {
-        name: evaluate_locomo(paths, budgets, embedder=embedder, weights=w, conversations=convs)
+        name: evaluate_locomo(
+            paths, budgets, embedder=embedder, weights=w, conversations=convs, locale=locale
+        )
         for name, w in candidates.items()
     }
     report = reports[DEFAULT]
