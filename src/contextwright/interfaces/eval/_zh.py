@@ -81,8 +81,8 @@ _COMPANIES = ["广告公司", "银行", "互联网公司", "医院", "学校", "
 _RELATIVES = [("妹妹", ["小雪", "晓琳", "思思"]), ("表哥", ["阿杰", "子豪"]),
               ("堂姐", ["小雪", "晓琳", "思思"]), ("弟弟", ["阿杰", "子豪"])]  # fmt: skip
 _VENUES = ["的一家茶园", "的一家海边酒店", "郊外的一个农庄", "的一家草坪餐厅"]
-_FOODS = [("火锅", "辣的", "清汤面"), ("炸鸡", "油炸的", "蒸鱼"), ("奶茶", "甜的", "柠檬水"),
-          ("烧烤", "烤的", "蔬菜沙拉")]  # fmt: skip
+_FOODS = [("吃火锅", "辣的", "吃清汤面"), ("吃炸鸡", "油炸的", "吃蒸鱼"),
+          ("喝奶茶", "甜的", "喝柠檬水"), ("吃烧烤", "烤的", "吃蔬菜沙拉")]  # fmt: skip
 _EVENTS = ["音乐节", "灯会", "车展", "马术比赛", "话剧"]
 _ITEMS = [("扫地机器人", ["石头", "科沃斯"]), ("电动车", ["雅迪", "小牛"]),
           ("空气炸锅", ["美的", "九阳"]), ("平板电脑", ["华为", "小米"])]  # fmt: skip
@@ -134,7 +134,8 @@ def _plots(c: _Conv, p: str, o: str, hobbies: list[int], used: set[str]) -> None
     # they quit is that turn's date (temporal), the old job joins both (multi-hop)
     city1, city2 = r.sample([x for x in _CITIES if x not in used], 2)
     used.update((city1, city2))
-    k = r.randrange(len(_JOBS))
+    k = r.choice([i for i in range(len(_JOBS)) if _JOBS[i] not in used])
+    used.add(_JOBS[k])
     job1, company, job2 = _JOBS[k], _COMPANIES[k], r.choice([j for j in _JOBS if j != _JOBS[k]])
     s1, s2 = c.two()
     c.say(s1, p, o, f"我现在在{city1}一家{company}当{job1},每天通勤一个小时。", f"{p}job")
@@ -153,11 +154,12 @@ def _plots(c: _Conv, p: str, o: str, hobbies: list[int], used: set[str]) -> None
     c.qa += [(f"{p}的{rel}在哪里办的婚礼?", [f"{p}rel", f"{p}wed"], 1, f"{city}{venue}"),
              (f"{p}是什么时候去参加婚礼的?", [f"{p}wed"], 2, "the date of that session")]  # fmt: skip
     # a food habit that changes: what they eat now (single-hop), why not the old one
-    food, kind, instead = r.choice(_FOODS)
+    food, kind, instead = r.choice([x for x in _FOODS if x[0] not in used])
+    used.add(food)
     s1, s2 = c.two()
-    c.say(s1, p, o, f"我最爱吃{food}了,一个星期至少吃两回。", f"{p}food")
-    c.say(s2, p, o, f"医生说我得少吃{kind},所以我最近改吃{instead}了。", f"{p}diet")
-    c.qa += [(f"{p}最近常吃什么?", [f"{p}diet"], 4, instead),
+    c.say(s1, p, o, f"我最爱{food}了,一个星期至少两回。", f"{p}food")
+    c.say(s2, p, o, f"医生说{kind}我得少碰,所以我最近改成{instead}了。", f"{p}diet")
+    c.qa += [(f"{p}最近的饮食习惯是什么?", [f"{p}diet"], 4, instead),
              (f"{p}以前最爱吃的东西现在为什么不常吃了?", [f"{p}food", f"{p}diet"], 1, "医生")]  # fmt: skip
     # hobbies: a commonsense question phrased apart from both turns
     for h in hobbies:
