@@ -31,7 +31,7 @@ def add_parsers(sub: Any) -> None:
         "zh", help="a generated Chinese set in LoCoMo's format (deterministic by --seed)"
     )
     zh.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
-    zh.add_argument("--conversations", type=int, default=3, help="how many (default 3)")
+    zh.add_argument("--conversations", type=int, default=5, help="how many (default 5)")
     zh.add_argument("--write", type=Path, metavar="DIR", help="keep the generated files in DIR")
     _common(zh)
 

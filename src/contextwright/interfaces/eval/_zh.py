@@ -20,7 +20,10 @@ in LoCoMo's categories (the same numbers):
   turn that says it of the first.
 
 Between the facts, small talk from a pool fills each session, so that a small
-budget holds only part of a conversation. The same seed writes the same bytes.
+budget holds only part of a conversation: by default five conversations of 16
+sessions, 340-380 turns (5,400-6,000 cl100k tokens) and 30 questions each. The
+same seed writes the same bytes. Open-domain questions share no words with
+their evidence on purpose: lexical recall is expected to miss them.
 ``contextwright eval zh`` generates the set (``--write DIR`` keeps it) and
 measures it as ``eval locomo`` does, with the engine's locale ``zh``.
 """
@@ -189,7 +192,7 @@ def _plots(c: _Conv, p: str, o: str, hobbies: list[int], used: set[str]) -> None
     c.qa.append((f"{p}的大学室友给{p}推荐了什么?", [f"{p}mate", f"{p}visit"], 1, tip))
 
 
-def generate(seed: int = 0, conversations: int = 3, sessions: int = 16) -> list[dict[str, Any]]:
+def generate(seed: int = 0, conversations: int = 5, sessions: int = 16) -> list[dict[str, Any]]:
     """``conversations`` conversations in LoCoMo's format (one JSON object each)."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
@@ -238,7 +241,7 @@ def _date(day: int, rng: random.Random) -> str:
     return f"{h12}:{minute:02d} {'am' if hour < 12 else 'pm'} on {d.day} {_MONTHS[d.month - 1]}, {d.year}"
 
 
-def write_set(where: Path, seed: int = 0, conversations: int = 3) -> list[Path]:
+def write_set(where: Path, seed: int = 0, conversations: int = 5) -> list[Path]:
     """Write the set as ``zh-<seed>-<n>.json`` files in ``where``; returns their paths."""
     where.mkdir(parents=True, exist_ok=True)
     paths = []
