@@ -257,9 +257,9 @@ async def _evaluate_one(
                     tally.ms.append(ms)
     finally:
         _restore_threads(threads)
+        for c in opened:  # background jobs end before the store closes under them
+            await c.aclose()
         await db.close()
-        for c in opened:
-            c.close()
     return {
         "turns": len(conv.messages), "questions": len(conv.items),
         "unresolved_evidence": conv.unresolved_evidence, "questions_skipped": conv.questions_skipped,
