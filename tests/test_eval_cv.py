@@ -141,3 +141,24 @@ def test_grid_without_cv_exits_2_with_one_line(two_dir, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert "--grid needs --cv" in err
+
+
+def test_feedback_is_seeded_by_the_best_full_text_hits_not_by_the_priors():
+    from contextwright import Message
+    from contextwright.history._rank import TurnIndex, TurnRanker, analyse
+
+    index = TurnIndex()
+    index.add([
+        Message.user("We paddled kayaks across Tahoe at dawn", name="Ada", seq=1),
+        Message.assistant("Bruno here: locomotives and timetables all week", name="Bruno", seq=2),
+        Message.user("Nothing much, laundry", name="Ada", seq=3),
+    ])  # fmt: skip
+    a = analyse("Did Bruno enjoy the kayaks trip?", index.speakers)
+    # the ranking puts Bruno's turn first (speaker prior), the search's best hit is turn 1
+    ranked = [(1, 0.03), (0, 0.02), (2, 0.01)]
+    hits = {1: 5.0, 3: 0.5}
+    seeded = TurnRanker(RankWeights(feedback_docs=1))
+    assert seeded.feedback_query(index, a, ranked, hits) == "across dawn paddled tahoe"
+    by_rank = TurnRanker(RankWeights(feedback_docs=1, feedback_from_hits=False))
+    assert by_rank.feedback_query(index, a, ranked, hits) == "locomotives timetables week"
+    assert seeded.feedback_query(index, a, ranked) == by_rank.feedback_query(index, a, ranked)

@@ -341,7 +341,7 @@ class RecallSource(SourceBase):
                 vector.cancel()
         with self._lock:
             ranked, top = self._rank(index, analysis, scores, n, query_vector)
-            more = self.ranker.feedback_query(index, analysis, ranked) if scores else None
+            more = self.ranker.feedback_query(index, analysis, ranked, scores) if scores else None
         feedback: dict[int, float] | None = None
         if more:
             feedback = await self._search(turn, index, more, oldest, None)
