@@ -55,7 +55,7 @@ that answer questions about a long past. Its method is in ``history/_rank.py``
 (5 conversations, 997 questions; 2 cores shared with other work):
 
     budget N                      1,000   2,000   4,000   8,000
-    recall, lexical (default)     0.769   0.844   0.893   0.945   p95 12-14 ms
+    recall, lexical (default)     0.772   0.851   0.892   0.947   p95 12-14 ms
     recall, + MiniLM vectors      0.807   0.875   0.930   0.970   p95 24-31 ms
 
 For reference, on the same split: the recency window alone 0.03 / 0.09 / 0.18 /
