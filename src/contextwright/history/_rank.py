@@ -44,6 +44,7 @@ Pure Python for the lexical path; numpy only when an embedder is configured.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ class RankWeights:
     feedback_weight: float = 0.3  # RRF weight of the feedback search (lexical ranking only)
     feedback_terms: int = 15
     feedback_docs: int = 8
+    feedback_from_hits: bool = True  # seed feedback with the best full-text hits, not the ranking
 
 
 class TurnRanker:
@@ -117,9 +119,10 @@ class TurnRanker:
         return self.embedder.embed([analysis.semantic or analysis.text])[0]
 
     def feedback_query(
-        self, index: TurnIndex, analysis: QueryAnalysis, ranked: list[tuple[int, float]]
-    ) -> str | None:
-        """Words for a second search, from the best turns of a first ranking (or None).
+        self, index: TurnIndex, analysis: QueryAnalysis, ranked: list[tuple[int, float]],
+        hits: Mapping[int, float] | None = None,
+    ) -> str | None:  # fmt: skip
+        """Words for a second search, from the best turns of a first retrieval (or None).
 
         Pseudo-relevance feedback (as in RM3): the rarest words shared by the
         ``feedback_docs`` best turns name the topic in the conversation's own
@@ -127,10 +130,23 @@ class TurnRanker:
         one more RRF term, weighted ``feedback_weight``. Only without an
         embedder: vectors bridge such vocabulary gaps already, and feedback did
         not add to them. Latin-script words of four letters or more.
+
+        The best turns are the full-text ``hits`` with the highest scores
+        (``feedback_from_hits``, as RM3 reads the first round's top documents),
+        else the first ``ranked`` turns. The ranking mixes in neighbours and the
+        speaker and date priors, so its top may hold turns without a query word,
+        whose words lead the second search astray: seeding from the hits raised
+        LoCoMo recall at 1,000 tokens from 0.763 to 0.772 (0.848 to 0.851 at
+        2,000), on four of five conversations, and every leave-one-conversation-out
+        fold chose it.
         """
         w = self.weights
         if self.embedder is not None or w.feedback_weight <= 0 or not ranked:
             return None
+        if w.feedback_from_hits and hits:
+            strongest = heapq.nlargest(w.feedback_docs, hits.items(), key=itemgetter(1, 0))
+            seeds = [(p, s) for seq, s in strongest if (p := index.position(seq)) is not None]
+            ranked = seeds or ranked
         n = max(1, len(index))
         asked = set(FEEDBACK_WORD.findall(analysis.text.lower()))
         names = set(index.speakers)

@@ -62,7 +62,7 @@ from ..tokens._count import HeuristicCounter, TokenCounter
 from ..tokens._frame import message_frame
 from ._outlines import OutlineCache
 from ._packing import CostMemo, pack
-from ._rank import QueryAnalysis, TurnIndex, TurnRanker, analyse, speaker_map
+from ._rank import QueryAnalysis, RankWeights, TurnIndex, TurnRanker, analyse, speaker_map
 
 __all__ = ["MEMORY_QA_SHARES", "RecallSource", "SearchesMessages"]
 
@@ -162,17 +162,18 @@ class RecallSource(SourceBase):
 
     @classmethod
     def for_memory_qa(
-        cls, store: Any, *, counter: TokenCounter | None = None, embedder: Any = None, **kw: Any
-    ) -> RecallSource:
+        cls, store: Any, *, counter: TokenCounter | None = None, embedder: Any = None,
+        weights: RankWeights | None = None, **kw: Any,
+    ) -> RecallSource:  # fmt: skip
         """The recall of the memory-QA configuration: as many turns as fit, exact packing.
 
         Pair it with ``Budget(total, shares=MEMORY_QA_SHARES)`` and an engine
-        without the goal restatement (``contextwright._eval.memory_qa_engine``
-        does both).
+        without the goal restatement (`memory_qa_engine` does both); ``weights``
+        replaces the ranker's defaults.
         """
         kw.setdefault("deadline", 2.0)  # a first call may have to index the conversation
         return cls(store=store, limit=None, fill=True, counter=counter,
-                   ranker=TurnRanker(embedder=embedder), **kw)  # fmt: skip
+                   ranker=TurnRanker(weights, embedder=embedder), **kw)  # fmt: skip
 
     # -- the turn index ------------------------------------------------------------------
 
@@ -340,7 +341,7 @@ class RecallSource(SourceBase):
                 vector.cancel()
         with self._lock:
             ranked, top = self._rank(index, analysis, scores, n, query_vector)
-            more = self.ranker.feedback_query(index, analysis, ranked) if scores else None
+            more = self.ranker.feedback_query(index, analysis, ranked, scores) if scores else None
         feedback: dict[int, float] | None = None
         if more:
             feedback = await self._search(turn, index, more, oldest, None)
@@ -514,7 +515,6 @@ def _window_start(turn: Turn) -> int | None:
     return next((m.seq for m in turn.history if m.seq is not None), None)
 
 
-# With a turn limit, candidates ranked in full order at first, per turn shown (the
-# rest is ranked only if these run out; never fewer than the feedback search reads).
-_TOP_PER_TURN = 4
+# With a turn limit, candidates ranked in full order at first, per turn shown (the rest is
+_TOP_PER_TURN = 4  # ranked only if these run out; never fewer than the feedback search reads)
 _PAGE = 5000  # messages read from the store at a time

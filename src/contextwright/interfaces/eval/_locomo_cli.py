@@ -1,7 +1,8 @@
-"""The ``eval`` command: ``contextwright eval locomo DIR [--budget …] [--embedder …] [--json]``.
+"""The ``eval`` command: ``contextwright eval locomo DIR [--budget …] [--embedder …] [--cv
+[--grid KNOB=V1,V2 …]] [--json]``.
 
-Parses the budgets and the files, runs `evaluate_locomo`, and prints the report as
-a table (rich) or as JSON.
+Parses the budgets and the files, runs `evaluate_locomo` (or, with ``--cv``,
+`cross_validate`), and prints the report as tables (rich) or as JSON.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from ..._errors import UserError
 from ._locomo import CATEGORIES, evaluate_locomo
+from ._locomo_cv import cross_validate, parse_grid
 
 __all__ = ["add_parsers", "run"]
 
@@ -24,10 +26,25 @@ def add_parsers(sub: Any) -> None:
         "locomo", help="LoCoMo conversations: recall of evidence turns per budget"
     )
     lo.add_argument("dir", type=Path, help="a directory of LoCoMo *.json files, or one file")
+    _common(lo)
+    zh = which.add_parser(
+        "zh", help="a generated Chinese set in LoCoMo's format (deterministic by --seed)"
+    )
+    zh.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
+    zh.add_argument("--conversations", type=int, default=5, help="how many (default 5)")
+    zh.add_argument("--write", type=Path, metavar="DIR", help="keep the generated files in DIR")
+    _common(zh)
+
+
+def _common(lo: Any) -> None:
     lo.add_argument("--budget", dest="budgets", default="1000,2000,4000,8000",
                     help="comma-separated token budgets besides system prompt and question")  # fmt: skip
     lo.add_argument("--embedder", choices=["none", "minilm"], default="none",
                     help="add vector evidence from all-MiniLM-L6-v2 (needs sentence-transformers)")  # fmt: skip
+    lo.add_argument("--cv", action="store_true",
+                    help="add a leave-one-conversation-out summary over the --grid candidates")  # fmt: skip
+    lo.add_argument("--grid", action="append", default=[], metavar="KNOB=V1,V2",
+                    help="ranker knob values to choose among under --cv (repeatable: product)")  # fmt: skip
     lo.add_argument("--json", action="store_true", help="print the raw report as JSON")
 
 
@@ -52,16 +69,42 @@ def _files(where: Path) -> list[Path]:
     return files
 
 
+def _zh_report(args: argparse.Namespace, measure: Any) -> dict[str, Any]:
+    """``measure(files)`` on the Chinese set, written to ``--write`` or to a temporary directory."""
+    import tempfile
+
+    from ._zh import write_set
+
+    if args.conversations < 1:
+        raise UserError(f"--conversations must be at least 1, got {args.conversations}")
+    if args.write is not None:
+        return dict(measure(write_set(args.write, args.seed, args.conversations)))
+    with tempfile.TemporaryDirectory(prefix="contextwright-zh-") as d:
+        return dict(measure(write_set(Path(d), args.seed, args.conversations)))
+
+
 def run(args: argparse.Namespace, out: Any) -> int:
-    """``eval locomo``: the report as a table, or as JSON with ``--json``; returns 0."""
+    """``eval locomo`` / ``eval zh``: the report as a table, or as JSON with ``--json``; returns 0."""
     budgets = _budgets(args.budgets)
-    files = _files(args.dir)
+    grid = parse_grid(args.grid)
+    if args.grid and not args.cv:
+        raise UserError("--grid needs --cv")
+    zh = args.benchmark == "zh"
+    locale = "zh" if zh else "en"
+    files = [] if zh else _files(args.dir)
     embedder = None
     if args.embedder == "minilm":
         from ...memory import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
-    report = evaluate_locomo(files, budgets, embedder=embedder)
+
+    def measure(files: list[Path]) -> dict[str, Any]:
+        if args.cv:
+            return cross_validate(files, budgets, grid, embedder=embedder, locale=locale)
+        return evaluate_locomo(files, budgets, embedder=embedder, locale=locale)
+
+    report = _zh_report(args, measure) if zh else measure(files)
+    report["set"] = "Chinese (generated)" if zh else "LoCoMo"
     if args.json:
         out.write(json.dumps(report, indent=1) + "\n")
     else:
@@ -74,7 +117,7 @@ def _table(report: dict[str, Any], out: Any) -> None:
     from rich.table import Table
 
     cats = sorted({c for b in report["budgets"].values() for c in b["per_category"]})
-    table = Table(title=f"LoCoMo recall · embedder {report['embedder']} · "
+    table = Table(title=f"{report.get('set', 'LoCoMo')} recall · embedder {report['embedder']} · "
                   f"{report['questions']} questions · cl100k", title_justify="left")  # fmt: skip
     for col in ("budget", "recall", *(f"{c} {CATEGORIES.get(int(c), '?')}" for c in cats),
                 "tokens mean", "max", "over", "p50 ms", "p95 ms"):  # fmt: skip
@@ -93,8 +136,34 @@ def _table(report: dict[str, Any], out: Any) -> None:
         per.add_column(b, justify="right")
     for name, c in report["conversations"].items():
         per.add_row(name, *(f"{c['budgets'][b]['recall']:.3f}" for b in report["budgets"]))
+    for key, label in (("mean", "mean"), ("sd", "sd"), ("min", "min"), ("max", "max")):
+        per.add_row(label, *(f"{report['spread'][b][key]:.3f}" for b in report["budgets"]))
     console.print(per)
+    if "cv" in report:
+        _cv_table(report["cv"], console)
     console.print(
         f"unresolved evidence ids skipped: {report['unresolved_evidence']} · questions "
         f"without usable evidence skipped: {report['questions_skipped']} · {report['seconds']} s"
     )
+
+
+def _cv_table(cv: dict[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    n = len(cv["candidates"])
+    title = (f"leave-one-conversation-out · {n} candidates" if cv["tuned"] else
+             "leave-one-conversation-out · default engine only: nothing is chosen, CV = in-sample")  # fmt: skip
+    table = Table(title=title, title_justify="left")
+    for col in ("budget", "default", "best in-sample", "CV recall", "held-out mean ± sd",
+                "min", "max", "picked"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for b, r in cv["budgets"].items():
+        s = r["held_out_spread"]
+        picks = sorted(set(r["picked"].values()))
+        table.add_row(
+            b, f"{r['default']:.3f}",
+            f"{r['best_in_sample']['recall']:.3f} ({r['best_in_sample']['candidate']})",
+            f"{r['cv_recall']:.3f}", f"{s['mean']:.3f} ± {s['sd']:.3f}",
+            f"{s['min']:.3f}", f"{s['max']:.3f}", "; ".join(picks),
+        )  # fmt: skip
+    console.print(table)
