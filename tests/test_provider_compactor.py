@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from contextwright import ContextEngine, Conversations, Message
+from contextwright import ConfigError, ContextEngine, Conversations, Message
 from contextwright.adapters import validate_responses
 from contextwright.history import CompactionConfig, ProviderCompactor
 from contextwright.llm import ResponsesCompactClient
@@ -48,9 +48,10 @@ def respond(server: LoopbackServer, path: str, body: dict[str, Any]) -> tuple[in
     assert path == "/v1/responses/compact", path
     n = sum(1 for r in server.requests if r["path"] == path)
     item = {"type": "compaction", "id": f"cmp_{n}", "encrypted_content": f"gAAAA-compacted-{n}=="}
+    items = [item] if server.answer != "no item" else []  # a malformed answer, when asked
     return 200, {
         "id": f"resp_cmp_{n}", "object": "response.compaction", "created_at": 1_780_000_000,
-        "output": [*_user_items(body["input"]), item],
+        "output": [*_user_items(body["input"]), *items],
         "usage": {"input_tokens": 900, "input_tokens_details": {"cached_tokens": 0},
                   "output_tokens": 120, "output_tokens_details": {"reasoning_tokens": 0},
                   "total_tokens": 1020},
@@ -203,3 +204,35 @@ async def test_a_late_provider_falls_back_to_the_rules(
         assert "[Summary of the earlier conversation]" in wire(built)
     finally:
         convs.close()
+
+
+async def test_an_answer_without_a_compaction_item_falls_back(
+    server: LoopbackServer, tmp_path: Path
+) -> None:
+    server.answer = "no item"
+    convs = conversations(server, tmp_path)
+    try:
+        await convs.append("c", turns(0, 8), user="u")
+        result = await convs.compact("c", user="u")
+        assert "expected one compaction item" in result.method
+        built = await convs.build("c", "next", user="u", provider="responses")
+        assert "[Summary of the earlier conversation]" in wire(built)
+        assert not [b for b in built.report.blocks if b.name == "provider_compaction"]
+    finally:
+        convs.close()
+
+
+def test_only_a_responses_client_is_taken() -> None:
+    class Elsewhere:
+        name, provider = "elsewhere", "anthropic"
+
+        async def compact(self, items: Any) -> list[dict[str, Any]]:
+            return []
+
+    with pytest.raises(ConfigError, match="responses/compact"):
+        ProviderCompactor(Elsewhere(), HeuristicCounter())
+    with pytest.raises(ConfigError, match="deadline"):
+        ProviderCompactor(
+            ResponsesCompactClient("m", base_url="http://127.0.0.1:9"), HeuristicCounter(),
+            deadline=0,
+        )  # fmt: skip
