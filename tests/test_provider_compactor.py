@@ -236,3 +236,24 @@ def test_only_a_responses_client_is_taken() -> None:
             ResponsesCompactClient("m", base_url="http://127.0.0.1:9"), HeuristicCounter(),
             deadline=0,
         )  # fmt: skip
+
+
+async def test_after_a_fallback_the_next_compaction_carries_the_rule_summary(
+    server: LoopbackServer, tmp_path: Path
+) -> None:
+    server.status = 500
+    convs = conversations(server, tmp_path)
+    try:
+        await convs.append("c", turns(0, 6), user="u")
+        first = await convs.compact("c", user="u")
+        assert "fallback" in first.method
+        server.status = 200
+        await convs.append("c", turns(6, 6), user="u")
+        second = await convs.compact("c", user="u")
+        assert second.method.startswith("provider:")
+        sent = server.requests[-1]["body"]["input"]
+        assert sent[0]["role"] == "system"  # the first summary, folded into the new item
+        assert sent[0]["content"].startswith("[Summary of the earlier conversation]")
+        assert "covered answer 0" not in json.dumps(sent[1:])
+    finally:
+        convs.close()

@@ -8,7 +8,8 @@ holding the ``compaction`` item), which the stateful layer stores with the
 summary and sends in its place to that provider (docs/providers.md, "Asking the
 provider to compact"). It is incremental like every summariser: it gets the
 previous compaction (``stand_in=``) and sends it ahead of the new messages, so
-the provider folds the old summary into the new one.
+the provider folds the old summary into the new one (with no previous compaction,
+a previous rule summary is sent as a system message instead).
 
 The provider call runs under ``deadline``; a timeout, an error, an answer that
 does not parse leaves ``stand_in`` empty and says so in ``method`` (``rules
@@ -86,13 +87,17 @@ class ProviderCompactor:
         """The rule summary of ``messages``, and the provider's compaction of them.
 
         ``stand_in`` is the previous compaction (what the previous draft's
-        ``stand_in`` was), sent ahead of ``messages``.
+        ``stand_in`` was), sent ahead of ``messages``; with none, the ``previous``
+        summary text is (as a system message), so that the new compaction covers
+        everything the rule summary does.
         """
         draft = await self.fallback.summarize(
             messages, previous=previous, max_tokens=max_tokens, locale=locale
         )
+        # A previous summary the provider did not compact (a fallback) goes ahead as text
+        ahead = tuple(stand_in) or ((Message.system(previous),) if previous else ())
         try:
-            items = render_responses([*stand_in, *messages], validate=False)
+            items = render_responses([*ahead, *messages], validate=False)
             output = await asyncio.wait_for(self.client.compact(items), self.deadline)
             window = tuple(from_responses(output))
             if not window or not any(is_compaction(p) for p in window[-1].parts):
