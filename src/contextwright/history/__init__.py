@@ -1,7 +1,8 @@
 """History: what the conversation contributes to the prompt beyond the current message.
 
 This package owns the history part (docs/architecture.md): the incremental thread summary
-(`_summary`: `Summarizer`, `RuleSummarizer`, `LLMSummarizer`; `_summary_format`: the
+(`_summary`: `Summarizer`, `RuleSummarizer`, `LLMSummarizer`,
+`ProviderCompactor`; `_summary_format`: the
 rule summary's text format), and — added alongside them — the sliding window over
 tool-call units, compaction (soft, hard, emergency), cache-aware clearing
 (`_clearing`) and tool-result compression with working-memory offload. Each lives
@@ -25,6 +26,7 @@ from ._recall import MEMORY_QA_SHARES, RecallSource, SearchesMessages
 from ._summary import OutlineSummarizer, RuleSummarizer, Summarizer, SummaryDraft
 from ._summary_format import RuleSummary, detect_locale
 from ._summary_llm import LLMSummarizer
+from ._summary_provider import CompactsConversations, ProviderCompactor
 from ._task import ActiveTask, ActiveTaskSource, ActiveTaskTracker, TaskStatus, TaskStep
 from ._tools import (
     READBACK_TOOL,
@@ -46,10 +48,12 @@ __all__ = [
     "CompactionConfig",
     "CompactionPlan",
     "CompactionResult",
+    "CompactsConversations",
     "Compression",
     "IndexedTurn",
     "LLMSummarizer",
     "OutlineSummarizer",
+    "ProviderCompactor",
     "QueryAnalysis",
     "RankWeights",
     "RecallSource",

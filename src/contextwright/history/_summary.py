@@ -79,7 +79,9 @@ class SummaryDraft:
     ``content`` is the text, at most ``max_tokens`` by the summarizer's counter
     (``tokens``). ``method`` says how it was made: ``"rules"``, ``"llm:<name>"`` or
     ``"rules (fallback: <reason>)"``. The counts are cumulative: every message the
-    summary stands for, the previous summary's ones included.
+    summary stands for, the previous summary's ones included. ``stand_in``: a
+    provider's compaction of the same messages (`ProviderCompactor`), sent in
+    place of ``content`` to that provider; ``()`` for the others.
     """
 
     content: str
@@ -89,6 +91,7 @@ class SummaryDraft:
     assistant_messages: int
     tool_messages: int
     tokens: int
+    stand_in: tuple[Message, ...] = ()
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ from ..stores import CompactionEntry, Job, MessageOutline, Summary
 from ..stores._inline import runs_inline
 from ..tokens._frame import count_message
 from ._clearing import routine_cut
+from ._provider_compact import previous_kw, stand_in_meta
 from ._tail import Tail
 from ._tracing import COMPACTION, SUMMARY, compaction_attributes, conversation_attributes, tracer_of
 
@@ -332,6 +333,7 @@ class Compactor:
                 "previous": content or None,
                 "max_tokens": self.c.compaction.summary_max_tokens,
                 "locale": "auto",
+                **previous_kw(self.c.summarizer, before_summary),
             }
             newest = [full[i] for i in range(first, cut)]
             runner = (
@@ -357,7 +359,7 @@ class Compactor:
             new_summary = Summary(
                 conversation, 0, before_summary.from_seq if before_summary else outline[0].seq,
                 outline[cut - 1].seq, content, counter.count(content), method, self.c.clock(),
-                {"messages": draft.messages, "covered_tokens": covered_before + sum(c for i, c in enumerate(known[:cut]) if i not in fresh)},
+                {"messages": draft.messages, "covered_tokens": covered_before + sum(c for i, c in enumerate(known[:cut]) if i not in fresh), **stand_in_meta(draft)},
             )  # fmt: skip
         kept_views = [self.c._writes.view(full[i])[0] for i in range(cut, n)] if prompt else []
         kept_fresh = sorted(i for i in fresh if i >= cut)

@@ -62,6 +62,7 @@ from ..tokens._correction import Correction
 from ._clearing import summarise_after
 from ._compact import SUMMARISE, Compactor, MemoryFlush
 from ._live import can_cut, live_check, window_allowance
+from ._provider_compact import with_stand_in
 from ._reads import originals
 from ._sync import SyncLoop, sync_list, sync_twin
 from ._tail import Tail, TailCache
@@ -78,31 +79,30 @@ class Conversations:
     """Conversations persisted in ``store`` and built with ``engine``.
 
     ``store`` is a `Backend` (kept as ``backend``), a ``postgresql://…`` URL for a
-    `PostgresBackend` (with its job queue), or an `SQLiteStore` or a path or
-    ``sqlite:///path`` (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is
-    then that `SQLiteStore`, for sync reads (None with another backend). ``summarizer`` defaults
-    to the rule summariser; ``memory_flush`` runs on messages about to be summarised
-    away. ``window_tokens`` bounds the in-process tail (default: the engine's budget).
+    `PostgresBackend` (with its job queue), or an `SQLiteStore` or a path or ``sqlite:///path``
+    (None: in memory) for an `SQLiteBackend` over it; the ``store`` attribute is then that
+    `SQLiteStore`, for sync reads (None with another backend). ``summarizer`` defaults to the
+    rule summariser (a `ProviderCompactor` also keeps OpenAI's compaction of the same turns:
+    `_provider_compact`); ``memory_flush`` runs on messages about to be summarised away.
+    ``window_tokens`` bounds the in-process tail (default: the engine's budget).
 
-    ``max_cached_conversations`` bounds the conversations whose tail is kept in
-    process (least recently used evicted first; default 1,024): memory stays flat
-    however many conversations one process serves. A tail holds up to twice the
-    window, typically tens of kilobytes; an evicted conversation's next build
-    reads it from the store again (one cold start) and builds the same context.
-    `cache_sizes` says what is held. The other per-conversation caches are bounded
-    too: recall's turn indexes (`RecallSource.max_conversations`), the engine's
-    window memos and shortened messages.
+    ``max_cached_conversations`` bounds the conversations whose tail is kept in process
+    (least recently used evicted first; default 1,024): memory stays flat however many
+    conversations one process serves. A tail holds up to twice the window, typically tens
+    of kilobytes; an evicted conversation's next build reads it from the store again (one
+    cold start) and builds the same context. `cache_sizes` says what is held. The other
+    per-conversation caches are bounded too: recall's turn indexes
+    (`RecallSource.max_conversations`), the engine's window memos and shortened messages.
 
-    Background summaries are durable jobs in ``jobs`` (default: the backend's own
-    queue, `Backend.jobs`; `MemoryJobs` if it has none), run on one background thread, or
-    at once on the caller's loop with ``inline_jobs`` (the CLI, tests); a job of
-    a process that died is taken over after its lease (`JobRunner`). `jobs` lists
-    them, failed ones with their error. ``wakeup`` tells idle runners in other
-    processes that a job was queued (a `Wakeup`, or ``redis://…`` for a
+    Background summaries are durable jobs in ``jobs`` (default: the backend's own queue,
+    `Backend.jobs`; `MemoryJobs` if it has none), run on one background thread, or at once on the
+    caller's loop with ``inline_jobs`` (the CLI, tests); a job of a process that died is taken over
+    after its lease (`JobRunner`). `jobs` lists them, failed ones with their error. ``wakeup``
+    tells idle runners in other processes that a job was queued (a `Wakeup`, or ``redis://…`` for a
     `RedisWakeup`; default: the queue's own, e.g. PostgreSQL LISTEN/NOTIFY).
 
-    Call `close` when done. At interpreter exit, background summaries still
-    running get a few seconds; one cut short is taken over later.
+    Call `close` when done. At interpreter exit, background summaries still running get a few
+    seconds; one cut short is taken over later.
     """
 
     def __init__(
@@ -307,16 +307,15 @@ class Conversations:
         belongs to the history), the build is the agent's next step after the
         stored tool results (see `ContextEngine.build`).
 
-        A first build that would leave out history no summary covers yet
-        summarises it before it returns, as a conversation over its hard threshold
-        is compacted; later summaries are made in the background.
+        A first build that would leave out history no summary covers yet summarises it before it
+        returns, as a conversation over its hard threshold is compacted; later summaries are made
+        in the background.
 
-        A conversation belongs to the user who first wrote to it: a build by anyone
-        else raises `InvalidMessageError` (``user``), with ``store_message=False``
-        too, and nothing of the conversation is read or written for them.
+        A conversation belongs to the user who first wrote to it: a build by anyone else raises
+        `InvalidMessageError` (``user``), with ``store_message=False`` too, and nothing of the
+        conversation is read or written for them.
         """
-        # Everything that can be checked before the build is, before anything is
-        # written (a compaction below writes a summary).
+        # Everything that can be checked is, before anything is written (a compaction below)
         current, _ = self.engine._precheck(
             message, budget, tenant=tenant, user=user, conversation=conversation
         )
@@ -336,7 +335,7 @@ class Conversations:
         history, turns, summary_rec, seen = tail.snapshot()
         if kw.pop("_replace_last", False):  # rebuilt after an overflow: the last is current
             history, turns = history[:-1], turns - 1
-        summary = summary_rec.content if summary_rec else None
+        history, summary, stood = with_stand_in(summary_rec, history, kw.get("provider"))
         built = await self.engine.build(
             current, history=history, budget=budget, summary=summary, tenant=tenant,
             user=user, conversation=conversation, user_turns=turns, extra_sources=self._extra,
@@ -349,6 +348,7 @@ class Conversations:
         if store_message and current is not None:
             await self._append(conversation, [current], tenant, user, index_later=False)
         built.report.last_seq = seen
+        built.report.blocks.extend(stood)  # a provider compaction this build could not send
         built.report.compaction = compaction_report(urgency, compacted)
         self._usage.remember(tenant, conversation, built)
         await summarise_after(self, tail, urgency, built.report, budget, conversation, tenant, user)
