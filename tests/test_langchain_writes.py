@@ -127,3 +127,17 @@ def test_default_conversations_keep_their_recall_and_an_int_budget_its_default_s
     assert [type(s) for s in convs._extra] == [RecallSource]
     mw = ContextwrightMiddleware(convs, "x", budget=900)
     assert mw.bridge.budget == Budget(900)
+
+
+def test_a_question_awaiting_its_answer_outlives_other_conversations(convs: Conversations) -> None:
+    mw = ContextwrightMiddleware(convs, "w-0")
+    bridge = mw.bridge
+    bridge._max = 2  # remember two conversations
+    convs.run_sync(bridge.prepare("w-0", [HumanMessage("First question?", id="q0")]))
+    for i in range(1, 6):  # others come and go meanwhile
+        convs.run_sync(bridge.prepare(f"w-{i}", [HumanMessage(f"Q{i}?", id=f"q{i}")]))
+        convs.run_sync(bridge.record(f"w-{i}", [AIMessage(f"A{i}.", id=f"a{i}")]))
+    assert len(bridge._records) <= 2 + 1
+    convs.run_sync(bridge.record("w-0", [AIMessage("First answer.", id="a0")]))
+    assert stored_ids(convs, "w-0") == ["q0", "a0"]
+    assert stored_ids(convs, "w-5") == ["q5", "a5"]

@@ -156,10 +156,20 @@ class Bridge:
             rec = self._records.get(key)
             if rec is None:
                 rec = self._records[key] = _Record()
-                while len(self._records) > self._max:
-                    self._records.popitem(last=False)
+                self._evict()
             self._records.move_to_end(key)
             return rec
+
+    def _evict(self) -> None:
+        """Forget the least recently used conversations over the bound, but one awaiting
+        its answer (its question is stored with it) unless twice the bound are held."""
+        records = self._records
+        while len(records) > self._max:
+            crowded = len(records) > 2 * self._max
+            gone = next((k for k, r in records.items() if crowded or r.pending is None), None)
+            if gone is None:
+                return
+            del records[gone]
 
     # -- budget -------------------------------------------------------------------------
 
