@@ -102,7 +102,8 @@ class Conversations:
     `RedisWakeup`; default: the queue's own, e.g. PostgreSQL LISTEN/NOTIFY).
 
     Call `close` when done. At interpreter exit, background summaries still running get a few
-    seconds; one cut short is taken over later.
+    seconds; one cut short is taken over later. ``recall`` adds the default recall (below)
+    unless the engine has a `RecallSource` of its own.
     """
 
     def __init__(
@@ -124,11 +125,8 @@ class Conversations:
         job_lease: float = 30.0,
         wakeup: Wakeup | str | None = None,
     ) -> None:
-        sizes = (
-            ("max_cached_conversations", max_cached_conversations),
-            ("cache_bytes", cache_bytes),
-        )
-        for label, size in sizes:
+        limits = {"max_cached_conversations": max_cached_conversations, "cache_bytes": cache_bytes}
+        for label, size in limits.items():
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise ConfigError(f"{label} must be a positive integer, got {size!r}")
         self.store, self.backend = open_backend(store)
@@ -160,7 +158,9 @@ class Conversations:
         # every match: common words made the search grow with the conversation;
         # on LoCoMo's old evidence turns, 568 of 1,079 come back with 200, 570
         # with every term, 561 with 100: `bench_recall_default.py`). The memory-QA configuration
-        # (`RecallSource.for_memory_qa`) spends more.
+        # (`RecallSource.for_memory_qa`) spends more; an engine with a recall of its own
+        # (as `memory_qa_engine`'s) gets no second one.
+        recall = recall and not any(isinstance(s, RecallSource) for s in engine.sources)
         cheap = TurnRanker(RankWeights(feedback_weight=0.0))
         search, log = self.backend.search, self.backend.conversations
         reads = SimpleNamespace(  # what recall reads (`SearchesMessages`)
@@ -170,8 +170,8 @@ class Conversations:
         recall_source = RecallSource(
             store=reads, search_limit=32, ranker=cheap, match_budget=200, counter=engine.counter
         )
+        self._recall: RecallSource | None = recall_source if recall else None
         self._extra = [recall_source] if recall else []
-        self._recall = recall_source if recall else None
 
     def cache_sizes(self) -> dict[str, int]:
         """How many conversations each in-process cache holds now (all bounded).

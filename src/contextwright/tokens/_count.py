@@ -68,6 +68,31 @@ class HeuristicCounter:
 
 # A cut just after a newline followed by neither whitespace nor "/" (see TiktokenCounter).
 _LINE_CUTS = re.compile(r"(?<=\n)(?=[^\s/])")
+
+
+def line_pieces(text: str) -> list[str]:
+    """``_LINE_CUTS.split(text)``, found from the text's line breaks.
+
+    The regex tries its look-behind at every character; splitting on the line breaks
+    (in C) and deciding at each by the character after it took a sixth of its time
+    on a 4 KB summary (which is cut and counted a dozen times when it does not fit).
+    ``str.isspace`` is the regex's whitespace class (both Unicode whitespace).
+    """
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return lines
+    out: list[str] = []
+    start = 0
+    at = len(lines[0])  # the newline after each line
+    for line in lines[1:]:
+        if line and line[0] != "/" and not line[0].isspace():
+            out.append(text[start : at + 1])
+            start = at + 1
+        at += 1 + len(line)
+    out.append(text[start:])
+    return out
+
+
 # characters; shorter texts are counted whole. 256 takes in the goal restatement
 # (about 400 characters, of which only the quoted goal changes from turn to turn).
 _SPLIT_ABOVE = 256
@@ -112,7 +137,7 @@ class CachedCounter:
             cache.move_to_end(text)
             return hit
         if self._by_lines and len(text) > _SPLIT_ABOVE and "\n" in text:
-            pieces = _LINE_CUTS.split(text)
+            pieces = line_pieces(text)
             if len(pieces) > 1:
                 n = sum(map(self._count_piece, pieces))
                 self._remember(text, n)

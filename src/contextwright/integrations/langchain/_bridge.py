@@ -3,7 +3,11 @@
 `Bridge.prepare` takes the messages a LangChain agent would send the model (its
 state), stores the ones the conversation does not hold yet, builds with
 `Conversations.build` under the budget, and returns the built context as
-LangChain messages; `Bridge.record` stores what the model answered.
+LangChain messages; `Bridge.record` stores what the model answered. A new user
+message is stored with that answer, in one transaction (one write per turn, not
+two): a model call that fails stores neither. Should no answer be recorded (the
+call failed, or a LangGraph agent runs without the post hook), the question is
+stored with the next call of the thread whose input holds it.
 
 New messages are found by id: the bridge remembers, per conversation, the ids it
 stored (a bounded set), and the messages after the newest one it knows are new.
@@ -68,11 +72,12 @@ class Prepared:
 class _Record:
     """What the bridge remembers of one conversation."""
 
-    __slots__ = ("known", "last")
+    __slots__ = ("known", "last", "pending")
 
     def __init__(self) -> None:
         self.known: OrderedDict[str, None] = OrderedDict()
         self.last: tuple[str, Prepared] | None = None  # (id of the newest input, its context)
+        self.pending: Message | None = None  # the user message built for, stored with the answer
 
     def remember(self, ids: Sequence[str]) -> None:
         for i in ids:
@@ -125,11 +130,12 @@ class Bridge:
             )
         if late_system not in ("user", "system"):
             raise ConfigError(f"late_system must be 'user' or 'system', got {late_system!r}")
+        own = conversations.engine.budget
         if isinstance(budget, int) and not isinstance(budget, bool):
-            budget = Budget(budget)
+            budget = Budget(budget, shares=own.shares) if own is not None else Budget(budget)
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError(f"budget must be a Budget or an int, got {type(budget).__name__}")
-        if budget is None and conversations.engine.budget is None:
+        if budget is None and own is None:
             raise ConfigError("no budget: pass budget= here or to the ContextEngine")
         self.conversations = conversations
         self.tenant, self.user = tenant, user
@@ -150,10 +156,20 @@ class Bridge:
             rec = self._records.get(key)
             if rec is None:
                 rec = self._records[key] = _Record()
-                while len(self._records) > self._max:
-                    self._records.popitem(last=False)
+                self._evict()
             self._records.move_to_end(key)
             return rec
+
+    def _evict(self) -> None:
+        """Forget the least recently used conversations over the bound, but one awaiting
+        its answer (its question is stored with it) unless twice the bound are held."""
+        records = self._records
+        while len(records) > self._max:
+            crowded = len(records) > 2 * self._max
+            gone = next((k for k, r in records.items() if crowded or r.pending is None), None)
+            if gone is None:
+                return
+            del records[gone]
 
     # -- budget -------------------------------------------------------------------------
 
@@ -232,11 +248,18 @@ class Bridge:
         ]
         sys_cw = from_langchain(system, where="system_message") if system is not None else None
         budget = self._budget(sys_cw, tools)
+        pending, rec.pending = rec.pending, None
+        before = len(messages) - len(new) - 1
+        if pending is not None and before >= 0 and messages[before].id == pending.id:
+            cw.insert(0, pending)  # built for before, no answer recorded: history now
         convs, tenant, user = self.conversations, self.tenant, self.user
         if cw and cw[-1].role == "user":
             if len(cw) > 1:
                 await convs.append(conversation, cw[:-1], tenant=tenant, user=user)
-            built = await convs.build(conversation, cw[-1], budget=budget, tenant=tenant, user=user)
+            built = await convs.build(
+                conversation, cw[-1], budget=budget, store_message=False, tenant=tenant, user=user
+            )
+            rec.pending = cw[-1]  # stored with the answer (`record`)
         elif not cw and messages[-1].type == "human":  # stored, not known here: build for it again
             current = from_langchain(messages[-1], where=f"messages[{len(messages) - 1}]")
             built = await convs.build(
@@ -306,12 +329,17 @@ class Bridge:
         return out
 
     async def record(self, conversation: str, produced: Sequence[BaseMessage]) -> None:
-        """Store what the model produced (an id is given to a message without one)."""
-        if not produced:
-            return
+        """Store what the model produced, after the user message it answers if that is
+        not stored yet, in one append (an id is given to a message without one)."""
+        rec = self._record(conversation)
         for m in produced:
             if not m.id:
                 m.id = f"lc-{uuid.uuid4().hex}"
         cw = [from_langchain(m, where=f"response[{k}]") for k, m in enumerate(produced)]
+        pending, rec.pending = rec.pending, None
+        if pending is not None:
+            cw.insert(0, pending)
+        if not cw:
+            return
         await self.conversations.append(conversation, cw, tenant=self.tenant, user=self.user)
-        self._record(conversation).remember([m.id for m in produced if m.id is not None])
+        rec.remember([m.id for m in cw if m.id is not None])

@@ -106,9 +106,11 @@ class ContextwrightMiddleware(AgentMiddleware[ContextwrightState, Any, Any]):
     """Give a `create_agent` agent's model contextwright's build instead of the whole state.
 
     ``conversations`` stores the messages and builds (its engine's system prompt,
-    sources and counter apply); ``budget`` overrides the engine's; ``tenant`` and
-    ``user`` own the conversation. See the module docstring and `Bridge` for what
-    the model receives; ``receipt_in_state=False`` keeps the receipt out of the state.
+    sources and counter apply; for questions about a long past, one over
+    `memory_qa_engine`); ``budget`` overrides the engine's (an int keeps its
+    shares); ``tenant`` and ``user`` own the conversation. See the module docstring
+    and `Bridge` for what the model receives; ``receipt_in_state=False`` keeps the
+    receipt out of the state.
     """
 
     state_schema = ContextwrightState

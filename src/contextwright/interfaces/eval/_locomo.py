@@ -75,6 +75,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ...budget._budget import Budget
@@ -85,7 +86,7 @@ from ...model._blocks import unescape_content
 from ...model._messages import Message
 from ...pipeline._engine import ContextEngine
 from ...service._conversations import Conversations
-from ...stores import AsyncStore, SQLiteStore, Store
+from ...stores import AsyncStore, Backend, SQLiteStore, Store
 from ...tokens._count import TokenCounter
 from ...tokens._exact import TiktokenCounter
 from ...tokens._frame import count_messages
@@ -106,7 +107,7 @@ Observer = Callable[["Question", list[dict[str, Any]]], None]
 
 
 def memory_qa_engine(
-    store: Store | AsyncStore,
+    store: Store | AsyncStore | Backend,
     *,
     counter: TokenCounter | None = None,
     embedder: Any = None,
@@ -120,15 +121,30 @@ def memory_qa_engine(
     ranked by full-text evidence spread to neighbours, speaker and date priors,
     and vector evidence when ``embedder`` is given (an `Embedder`, e.g.
     ``SentenceTransformerEmbedder()``), packed exactly to the allowance with
-    ``counter`` (``weights``: the ranker's knobs, default `RankWeights()`). Build
-    with ``budget=Budget(total, shares=MEMORY_QA_SHARES)`` so that recall gets
-    most of the budget, and give `Conversations` the same store
-    with ``recall=False`` (this engine brings its own). The goal restatement is
-    off: the question is the last message anyway, and at 1,000 tokens its copy
-    would cost a recalled turn.
+    ``counter`` (``weights``: the ranker's knobs, default `RankWeights()`). Recall
+    gets most of the budget: ``budget=8000`` (an int) means
+    ``Budget(8000, shares=MEMORY_QA_SHARES)``; a per-build budget should carry
+    those shares too. Give `Conversations` the same store or `Backend` (its
+    default recall then stays out: this engine brings its own)::
+
+        backend = SQLiteBackend("chat.db").backend()
+        convs = Conversations(memory_qa_engine(backend, budget=8000), backend)
+
+    The goal restatement is off: the question is the last message anyway, and at
+    1,000 tokens its copy would cost a recalled turn.
     """
-    db = store if isinstance(store, AsyncStore) else AsyncStore(store)
+    if isinstance(store, Backend):  # its roles, as `Conversations` reads them
+        search, log = store.search, store.conversations
+        db: Any = SimpleNamespace(
+            search_outlines=search.search_outlines, speaker_names=search.speaker_names,
+            read_outline=log.read_outline,
+        )  # fmt: skip
+    else:
+        db = store if isinstance(store, AsyncStore) else AsyncStore(store)
     recall = RecallSource.for_memory_qa(db, embedder=embedder, weights=weights)
+    budget = engine_kw.get("budget")
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        engine_kw["budget"] = Budget(budget, shares=MEMORY_QA_SHARES)
     engine_kw.setdefault("restate_goal", False)
     engine = ContextEngine(
         system_prompt=system_prompt, sources=[recall], counter=counter, **engine_kw
