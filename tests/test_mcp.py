@@ -395,6 +395,21 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         create_server(Settings())
 
 
+def test_the_command_without_the_sdk_says_which_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`contextwright mcp` on an install without the extra: one line, no traceback (a
+    fresh clone's `make demo` install has neither mcp nor anyio)."""
+    from contextwright.interfaces.cli import main
+
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)
+    monkeypatch.setitem(sys.modules, "anyio", None)
+    assert main(["mcp", "--db", ":memory:"]) == 2
+    err = capsys.readouterr().err
+    assert "contextwright[mcp]" in err
+    assert "Traceback" not in err
+
+
 def test_the_command_line_does_not_import_the_sdk() -> None:
     code = (
         "import sys, contextwright, contextwright.interfaces.cli, contextwright.interfaces.mcp; "

@@ -181,6 +181,7 @@ def serve(settings: Settings) -> None:
     folder, a PostgreSQL that is down) fails as one error, not in the SDK's or
     uvicorn's startup.
     """
+    _mcpserver()  # without the SDK: one line naming the extra (anyio comes with it)
     import anyio
 
     if settings.transport == "stdio":
