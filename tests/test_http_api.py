@@ -418,6 +418,23 @@ def test_memory_round_trip_and_isolation(a: httpx.Client, b: httpx.Client) -> No
     problem(a.delete(f"/v1/memories/{second['id']}", params={"user": "mu"}), 404, "NotFoundError")
 
 
+def test_another_user_of_the_tenant_gets_nothing(a: httpx.Client) -> None:
+    """Within one tenant, a conversation is its user's: another user's build is refused
+    and stores nothing, and users' memories never mix."""
+    a.post("/v1/conversations", json={"id": "own", "user": "uo"})
+    a.post("/v1/conversations/own/messages",
+           json={"messages": chat(2, "owned secret"), "user": "uo"})  # fmt: skip
+    before = a.get("/v1/conversations/own").json()["message_count"]
+    refused = a.post("/v1/conversations/own/context",
+                     json={"message": "what is the secret?", "user": "intruder"})  # fmt: skip
+    assert problem(refused, 422, "InvalidMessageError")["field"] == "user"
+    assert a.get("/v1/conversations/own").json()["message_count"] == before
+    a.post("/v1/memories", json={"user": "uo", "content": "the vault code is 7231"})
+    assert a.get("/v1/memories", params={"user": "intruder"}).json() == {"memories": []}
+    found = a.post("/v1/memories/search", json={"user": "intruder", "query": "vault code"})
+    assert found.json() == {"hits": []}
+
+
 def test_knowledge_ingest_search_build_and_isolation(a: httpx.Client, b: httpx.Client) -> None:
     doc = "# Returns\n\nThe refund window is 30 days from delivery.\n\n## Damaged\n\nSend a photo."
     r = a.post("/v1/knowledge", json={"text": doc, "source": "returns.md"})
