@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from ._query import STOP_WORDS, QueryAnalysis, analyse, date_matches, speaker_map
-from ._turns import FEEDBACK_WORD, IndexedTurn, TurnIndex, day_label
+from ._turns import IndexedTurn, TurnIndex, day_label, feedback_terms
 
 if TYPE_CHECKING:
     from ..memory import Embedder
@@ -82,6 +82,7 @@ class RankWeights:
     feedback_terms: int = 15
     feedback_docs: int = 8
     feedback_from_hits: bool = True  # seed feedback with the best full-text hits, not the ranking
+    recency_boost: float = 0.5  # a question about the present: factor 1 + this x position / n
 
 
 class TurnRanker:
@@ -129,7 +130,10 @@ class TurnRanker:
         vocabulary ("martial arts" → "kickboxing", "taekwondo"). Their search is
         one more RRF term, weighted ``feedback_weight``. Only without an
         embedder: vectors bridge such vocabulary gaps already, and feedback did
-        not add to them. Latin-script words of four letters or more.
+        not add to them. The terms are `feedback_terms`: Latin-script words of
+        four letters or more, and CJK character bigrams (what the full-text
+        indexes hold for CJK), so Chinese gets feedback too; joined by spaces,
+        each is one term of the second search on every backend.
 
         The best turns are the full-text ``hits`` with the highest scores
         (``feedback_from_hits``, as RM3 reads the first round's top documents),
@@ -148,12 +152,12 @@ class TurnRanker:
             seeds = [(p, s) for seq, s in strongest if (p := index.position(seq)) is not None]
             ranked = seeds or ranked
         n = max(1, len(index))
-        asked = set(FEEDBACK_WORD.findall(analysis.text.lower()))
-        names = set(index.speakers)
+        asked = feedback_terms(analysis.text)
+        names = set(index.speakers) | {g for name in index.speakers for g in feedback_terms(name)}
         df = index.df
         weight: dict[str, float] = {}
         for p, _ in ranked[: w.feedback_docs]:
-            for word in set(FEEDBACK_WORD.findall(index.turn(p).text.lower())):
+            for word in feedback_terms(index.turn(p).text):
                 if word not in STOP_WORDS and word not in asked and word not in names:
                     idf = math.log(n / max(1, df[word]))
                     weight[word] = weight.get(word, 0.0) + idf
@@ -190,8 +194,9 @@ class TurnRanker:
         k = float(w.rrf_k)
         speaker_hit = next(iter(analysis.speakers)) if len(analysis.speakers) == 1 else None
         dated = bool(analysis.months or analysis.years)
+        recency = w.recency_boost / max(1, n - 1) if analysis.present else 0.0
         dense = query_vector is not None and index.vectors is not None and w.dense_weight > 0
-        if not (dense or feedback or fill or dated or speaker_hit is not None):
+        if not (dense or feedback or fill or dated or recency or speaker_hit is not None):
             return _rrf_order(lexical, k, top)  # lexical evidence alone (the stateful default)
         ranks = _competition_ranks(lexical)
         # Turns without lexical evidence share the rank after the last one that has
@@ -234,6 +239,8 @@ class TurnRanker:
                 s *= 1.0 + w.speaker_boost
             if dated and date_matches(t.month, analysis):
                 s *= 1.0 + w.date_boost
+            if recency:
+                s *= 1.0 + recency * p
             out.append((-s, -p))
         out.sort()  # best first, ties to the newer turn (plain tuples: no key function)
         if top is not None:
