@@ -24,8 +24,17 @@ and so are question words (`CJK_QUESTION_WORDS`); what is left of two
 characters or more is searched (a lone character would be a prefix query
 matching every bigram it starts). Function characters stay: Chinese has many
 one-character nouns, and "的猫" is the only bigram that "李明的猫叫什么名字"
-shares with "我领养了一只橘色的猫"; splitting at them as well lost such matches. Measured on the generated
-Chinese set (``contextwright eval zh``): see `analyse`.
+shares with "我领养了一只橘色的猫"; splitting at them as well lost such matches
+(adversarial recall on the generated Chinese set fell from 1.0 to 0.3).
+
+Measured on the generated Chinese set (``contextwright eval zh``: 5
+conversations, 150 questions, 220 evidence turns), recall at 1,000 / 2,000 /
+4,000 / 8,000 tokens with ``--seed=0`` (and ``--seed=1``): the run searched
+whole 0.63 / 0.67 / 0.80 / 0.98 (0.61 / 0.67 / 0.77 / 0.97); with this
+analysis 0.66 / 0.77 / 0.97 / 0.99 (0.66 / 0.76 / 0.95 / 1.00), most of it the
+speaker prior (without it 0.65 / 0.67 / 0.80 / 0.98); with the recency prior
+0.67 / 0.79 / 0.96 / 0.99 (0.66 / 0.79 / 0.95 / 1.00). LoCoMo, which is
+English, does not change.
 """
 
 from __future__ import annotations
@@ -37,8 +46,8 @@ from dataclasses import dataclass
 from ..text._terms import CJK_RUN, RECALL_STOP_WORDS, WORD
 
 __all__ = [
-    "CJK_QUESTION_WORDS", "MONTH_NAMES", "PRESENT_WORDS", "STOP_WORDS", "QueryAnalysis", "add_speaker",
-    "analyse", "date_matches", "speaker_map",
+    "CJK_QUESTION_WORDS", "MONTH_NAMES", "PRESENT_WORDS", "STOP_WORDS", "QueryAnalysis",
+    "add_speaker", "analyse", "date_matches", "speaker_map",
 ]  # fmt: skip
 
 # Function words that carry no topic, and the scaffolding of questions ("what
@@ -145,17 +154,15 @@ def _cjk_words(
     Speakers' names found in it go to ``named`` and ``cuts``; the rest is split
     at question words, and pieces of one character are dropped.
     """
-    low = word.lower()
-    for name in names:
-        start = low.find(name)
+    for name in names:  # CJK names: lower-casing changes nothing in them
+        start = word.find(name)
         while start >= 0:
             named.add(speakers[name])
             cuts.append((at + start, at + start + len(name)))
-            low = low[:start] + " " * len(name) + low[start + len(name) :]
-            start = low.find(name)
+            word = word[:start] + " " * len(name) + word[start + len(name) :]
+            start = word.find(name)
     cuts.sort()
-    kept = _CJK_CUT.sub(" ", low)
-    return [piece for piece in kept.split() if len(piece) > 1]
+    return [piece for piece in _CJK_CUT.sub(" ", word).split() if len(piece) > 1]
 
 
 def add_speaker(speakers: dict[str, str], name: str) -> None:
