@@ -61,6 +61,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
+from ._links import link_scores
 from ._query import STOP_WORDS, QueryAnalysis, analyse, date_matches, speaker_map
 from ._turns import IndexedTurn, TurnIndex, day_label, feedback_terms
 
@@ -92,6 +93,8 @@ class RankWeights:
     feedback_docs: int = 8
     feedback_from_hits: bool = True  # seed feedback with the best full-text hits, not the ranking
     recency_boost: float = 0.5  # a question about the present: factor 1 + this x position / n
+    link_weight: float = 0.0  # with fill: RRF weight of entity links (``_links.py``; off: +0.003)
+    link_df: int = 5  # a link word is held by at most this many turns
 
 
 class TurnRanker:
@@ -227,6 +230,12 @@ class TurnRanker:
             extra = self._lexical(index, feedback, n)
             extra_ranks = _competition_ranks(extra)
         extra_zero = float(max(len(extra), w.rrf_k))
+        linked: dict[int, float] = {}
+        if fill and w.link_weight > 0 and hits:
+            linked = _competition_ranks(
+                link_scores(index, hits, analysis.text, n, seeds=w.feedback_docs, max_df=w.link_df)
+            )
+        link_zero = float(max(len(linked), w.rrf_k))
         out: list[tuple[float, int]] = []  # (-score, -position)
         # Without vectors or fill only turns with lexical evidence can be returned:
         # visit those, not every turn (O(hits), not O(conversation)).
@@ -240,6 +249,8 @@ class TurnRanker:
             evidence = has_lex
             if extra:
                 s += w.feedback_weight / (k + extra_ranks.get(p, extra_zero))
+            if linked:
+                s += w.link_weight / (k + linked.get(p, link_zero))
             if dense_rank is not None and p < len(dense_rank):
                 s += w.dense_weight / (k + float(dense_rank[p]))
                 evidence = evidence or float(dense_score[p]) >= w.dense_min

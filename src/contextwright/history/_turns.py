@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import re
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -102,6 +102,8 @@ class TurnIndex:
         self._unmade = 0
         self._df: Counter[str] = Counter()  # see `df`
         self._df_turns = 0  # how many turns ``_df`` has counted
+        self._words: list[frozenset[str]] = []  # see `postings`
+        self._postings: defaultdict[str, list[int]] = defaultdict(list)
         self._session = 0
         self._last_at: float | None = None  # the newest turn's time
         self._named: set[str] = set()
@@ -148,6 +150,28 @@ class TurnIndex:
                 update(feedback_terms(t.text))
             self._df_turns = len(self)
         return self._df
+
+    @property
+    def postings(self) -> defaultdict[str, list[int]]:
+        """Each feedback term's turn positions, ascending (the entity links' index).
+
+        Built when first asked for and then kept up to date, apart from `df`: only
+        the entity links (``_links.py``) read it, so no other configuration pays.
+        """
+        if len(self._words) < len(self):
+            keep, postings = self._words.append, self._postings
+            for p in range(len(self._words), len(self)):
+                words = frozenset(feedback_terms(self.turn(p).text))
+                keep(words)
+                for w in words:
+                    postings[w].append(p)
+        return self._postings
+
+    @property
+    def words(self) -> list[frozenset[str]]:
+        """Each turn's feedback terms (as `df` counts them), kept with `postings`."""
+        _ = self.postings
+        return self._words
 
     def add(self, messages: Iterable[Message | MessageOutline]) -> int:
         """Append stored messages (or their outlines) newer than any seen; returns the turns added."""
