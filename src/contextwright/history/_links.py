@@ -20,9 +20,10 @@ LoCoMo dev (``contextwright eval locomo``, lexical, recall at 1,000 / 2,000 /
 questions name the wrong speaker, and any extra evidence on unmatched turns lifts
 that speaker's turns under the speaker prior). Chosen by leave-one-conversation-out
 among 0, 0.05, 0.1 and 0.2 the cross-validated recall was 0.774 / 0.851 / 0.896 /
-0.946. Why so little: of the evidence turns the default misses at 2,000 tokens,
-only 12% share a rare word (df ≤ 8) with another evidence turn of the same
-question that it found, and 37% are already reached by the feedback search.
+0.946. Why so little: of the evidence turns the default misses at 2,000 tokens
+whose question had another evidence turn recalled, 25% share a rare word (held
+by at most eight turns) with one, and of all it misses 37% are reached by the
+feedback search already (``bench/locomo_misses.py``).
 """
 
 from __future__ import annotations
