@@ -5,12 +5,15 @@ share no word with the question, only a rare word (a name, a place, a hobby)
 with a turn that does. `link_scores` gives every turn that shares a rare word
 (a feedback term, `feedback_terms`: a Latin-script word of four letters or more
 or a CJK bigram, held by at most ``link_df`` turns, not a speaker name nor a
-question word) with the
-``feedback_docs`` best full-text hits the summed idf of those words;
+question word) with the ``feedback_docs`` best full-text hits the summed idf of
+those words;
 `TurnRanker.rank`, with ``fill``, ranks the linked turns and adds
 ``link_weight / (k + rank)`` to their fused score, as it does for the feedback
 search. Words and postings come from the stored turns (`TurnIndex.postings`),
-so every store backend and a fresh process link alike.
+so every store backend and a fresh process link alike. Cost: the postings of a
+10,000-turn index take about 0.3 s to build, once, and a ranking with links about
+2.5 ms more than one without (8.3 → 10.8 ms, synthetic turns; the stateful
+default never ranks with ``fill``, so it never pays). Measured on English only.
 
 Off by default (``link_weight = 0``), because it moved little. Measured on
 LoCoMo dev (``contextwright eval locomo``, lexical, recall at 1,000 / 2,000 /

@@ -93,7 +93,7 @@ class RankWeights:
     feedback_docs: int = 8
     feedback_from_hits: bool = True  # seed feedback with the best full-text hits, not the ranking
     recency_boost: float = 0.5  # a question about the present: factor 1 + this x position / n
-    link_weight: float = 0.0  # with fill: RRF weight of entity links (``_links.py``; off: +0.003)
+    link_weight: float = 0.0  # with fill: RRF weight of entity links (``_links.py``; +0.003)
     link_df: int = 5  # a link word is held by at most this many turns
 
 
