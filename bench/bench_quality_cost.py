@@ -20,13 +20,15 @@ builds: budget N besides the system prompt and the question, a `Conversations` p
 budget whose in-process tail is the recent section's share of N:
 
 - ``qa old`` — today's default: `memory_qa_engine` with ``--old-weights`` (default:
-  `RankWeights()`) and no embedder;
+  the engine's defaults) and no embedder;
 - ``qa new`` — the same with ``--new-weights KNOB=V,...`` and ``--embedder``
-  (``none``, ``static``: the `StaticEmbedder` over ``wordllama``, ``minilm``);
+  (``auto``, the default: whatever `memory_qa_engine` uses when not told, in the new
+  side's code; ``none``; ``static``: the `StaticEmbedder` over ``wordllama``;
+  ``minilm``); the embedder the engine ended up with is printed;
 - ``stateful old`` / ``stateful new`` — `Conversations` with its default (sparing)
-  recall and no other source, ``--new-weights`` laid over its ranker's weights for
-  ``new`` only when ``--stateful-new-weights`` is given (otherwise the two are the
-  same configuration and their ratio shows the noise).
+  recall and no other source, ``--stateful-new-weights`` laid over its ranker's
+  weights on the new side (without it, and with one ``src``, the two are the same
+  configuration and their ratio shows the noise).
 
 Each side runs in its own worker process (this script with ``--worker``), with
 ``--old-src`` / ``--new-src`` on its path (default: the ``src`` beside this
@@ -81,6 +83,7 @@ DATA = ROOT.parent / "shared" / "data" / "locomo"
 TENANT, USER, CONV = "bench", "bench", "c"
 PAIRS = ("qa", "stateful")
 DAY = 86_400.0
+AUTO = object()  # `memory_qa_engine`'s own default embedder: the argument is not passed
 
 
 # -- the worker: one side's engines, in its own process ------------------------------------
@@ -107,6 +110,8 @@ def _knobs(raw: str | None, base: Any) -> Any:
 
 
 def _embedder(name: str) -> Any:
+    if name == "auto":
+        return AUTO
     if name == "none":
         return None
     if name == "minilm":
@@ -133,14 +138,13 @@ class Side:
         import asyncio
 
         from contextwright import TiktokenCounter
-        from contextwright.history._rank import RankWeights
 
         self.loop = asyncio.new_event_loop()
         self.path, self.budgets = path, list(budgets)
-        self.weights = _knobs(weights, RankWeights())
+        self.weights = weights
         self.stateful_weights = stateful_weights
         self.embedder = _embedder(embedder)
-        if self.embedder is not None:
+        if self.embedder not in (None, AUTO):
             with contextlib.suppress(ImportError):
                 import torch  # one query at a time: one thread (as the eval does)
 
@@ -158,13 +162,19 @@ class Side:
         from contextwright import ContextEngine, Conversations
         from contextwright.budget._budget import Budget
         from contextwright.history._recall import MEMORY_QA_SHARES
-        from contextwright.interfaces.eval._locomo import SYSTEM_PROMPT, memory_qa_engine
+        from contextwright.interfaces.eval._locomo import (
+            SYSTEM_PROMPT,
+            _recall_of,
+            memory_qa_engine,
+        )
         from contextwright.stores import AsyncStore, SQLiteStore
 
         store = SQLiteStore(self.path)
-        engine = memory_qa_engine(
-            AsyncStore(store), counter=self.counter, embedder=self.embedder, weights=self.weights
-        )
+        kw = {} if self.embedder is AUTO else {"embedder": self.embedder}
+        engine = memory_qa_engine(AsyncStore(store), counter=self.counter, **kw)
+        if self.weights:  # over the engine's own defaults (they may depend on the embedder)
+            ranker = _recall_of(engine).ranker
+            ranker.weights = _knobs(self.weights, ranker.weights)
         recent = Budget(1, shares=MEMORY_QA_SHARES).weights()["recent"]
         qa = {b: Conversations(engine, store, recall=False, window_tokens=max(1, int(b * recent)))
               for b in self.budgets}  # fmt: skip
@@ -234,17 +244,31 @@ class Side:
         return dict(self.run(go()))
 
     def memory(self, questions: Sequence[str]) -> dict[str, Any]:
-        """Traced bytes held by a fresh engine's recall after prepare, and after builds."""
+        """Traced bytes held by a fresh engine's recall after prepare, and after builds.
+
+        The embedder's model is loaded (and traced) first, apart: it is the engine's,
+        shared by every conversation, not the conversation's.
+        """
         import gc
         import tracemalloc
+
+        from contextwright.interfaces.eval._locomo import _recall_of
 
         out: dict[str, Any] = {}
         for who in PAIRS:
             opened = self.run(self._open())
+            held: dict[str, Any] = {}
+            embedder = _recall_of(opened["engine"]).ranker.embedder
+            if who == "qa" and embedder is not None:
+                gc.collect()
+                tracemalloc.start()
+                embedder.embed(["load the model: the engine's, not the conversation's"])
+                gc.collect()
+                held["model"] = tracemalloc.get_traced_memory()[0]
+                tracemalloc.stop()
             gc.collect()
             tracemalloc.start()
             base = tracemalloc.get_traced_memory()[0]
-            held: dict[str, Any] = {}
             if who == "qa":
                 index = self.run(self._prepare(opened))
                 gc.collect()
@@ -269,7 +293,16 @@ def worker(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr  # anything else printed must not mix with the replies
     side = Side(args.worker, args.weights, args.stateful_weights, args.embedder, args.budget_list)
     side.run(side._prepare(side.warm))
-    reply.write(json.dumps({"ready": True}) + "\n")
+    import dataclasses
+
+    from contextwright.interfaces.eval._locomo import _recall_of
+
+    ranker = _recall_of(side.warm["engine"]).ranker
+    base = type(ranker.weights)()
+    knobs = {f.name: getattr(ranker.weights, f.name) for f in dataclasses.fields(base)
+             if getattr(ranker.weights, f.name) != getattr(base, f.name)}  # fmt: skip
+    name = getattr(ranker.embedder, "name", None) or "none"
+    reply.write(json.dumps({"embedder": name, "knobs": knobs}) + "\n")
     for line in sys.stdin:
         cmd = json.loads(line)
         op = cmd.pop("op")
@@ -341,6 +374,8 @@ class Worker:
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line:
             raise SystemExit(f"{self.name} worker failed to start (its stderr is above)")
+        ready = json.loads(line)
+        self.embedder, self.knobs = ready["embedder"], ready["knobs"]
 
     def ask(self, op: str, **kw: Any) -> Any:
         assert self.proc.stdin is not None
@@ -375,11 +410,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, help="timed warm rounds (full 200, quick 30)")
     ap.add_argument("--fresh-reps", type=int, help="fresh-engine first builds per side (full 5, quick 2)")  # fmt: skip
     ap.add_argument("--mem-builds", type=int, help="questions built before the memory reading (full 30, quick 5)")  # fmt: skip
-    ap.add_argument("--old-weights", help="KNOB=V,... over RankWeights() for the old side")
-    ap.add_argument("--new-weights", help="KNOB=V,... over RankWeights() for the new side")
+    ap.add_argument("--old-weights", help="KNOB=V,... over the old engine's default knobs")
+    ap.add_argument(
+        "--new-weights",
+        help="KNOB=V,... over the new engine's default knobs (they may depend on the embedder)",
+    )
     ap.add_argument("--stateful-new-weights", help="KNOB=V,... over the stateful default's ranker weights, new side only")  # fmt: skip
-    ap.add_argument("--embedder", choices=["none", "static", "minilm"], default="none",
-                    help="the new side's embedder (the old side has none)")  # fmt: skip
+    ap.add_argument("--embedder", choices=["auto", "none", "static", "minilm"], default="auto",
+                    help="the new side's embedder (auto: memory_qa_engine's default, not passed; "
+                         "the old side has none)")  # fmt: skip
     ap.add_argument("--old-src", type=Path, default=ROOT / "src", help="the old side's src/")
     ap.add_argument("--new-src", type=Path, default=ROOT / "src", help="the new side's src/")
     ap.add_argument("--data", type=Path, default=DATA, help="LoCoMo *.json files")
@@ -412,8 +451,8 @@ def parent(args: argparse.Namespace) -> int:
         f"[bold]bench_quality_cost[/] ({'quick' if q else 'full'}) - {info['cpu']}, "
         f"{info['nproc']} cores, Python {info['python']}; load average "
         f"{info['loadavg_at_start'][0]:.2f}\n  old: {args.old_src} weights "
-        f"{args.old_weights or 'RankWeights()'}, no embedder\n  new: {args.new_src} weights "
-        f"{args.new_weights or 'RankWeights()'}, embedder {args.embedder}; stateful new "
+        f"{args.old_weights or 'defaults'}, no embedder\n  new: {args.new_src} weights "
+        f"{args.new_weights or 'defaults'}, embedder {args.embedder}; stateful new "
         f"{args.stateful_new_weights or '(as old)'}"
     )
     started = time.perf_counter()
@@ -436,7 +475,11 @@ def parent(args: argparse.Namespace) -> int:
             shutil.copyfile(tpl, path)
             t = time.perf_counter()
             workers[name] = Worker(name, src, path, args, w, sw, emb)
-            console.print(f"  {name} worker up, index prepared, in {time.perf_counter() - t:.1f} s")
+            console.print(
+                f"  {name} worker up, index prepared, in {time.perf_counter() - t:.1f} s; "
+                f"qa embedder: {workers[name].embedder}, knobs off RankWeights(): "
+                f"{workers[name].knobs or 'none'}"
+            )
         sides = ("old", "new")
         keys = [(who, b) for who in PAIRS for b in args.budget_list]
         ms: dict[str, dict[tuple[str, int], list[float]]] = {
@@ -493,7 +536,8 @@ def parent(args: argparse.Namespace) -> int:
                "medians (new / old)")  # fmt: skip
     mt = Table(title=f"Memory held per conversation ({len(messages):,} messages; tracemalloc, "
                f"fresh engine; after {mem_builds} builds at each budget)")  # fmt: skip
-    for col in ("engine", "side", "turns", "after prepare", "after builds", "vectors nbytes"):
+    for col in ("engine", "side", "turns", "after prepare", "after builds", "vectors nbytes",
+                "model (per engine)"):  # fmt: skip
         mt.add_column(col, justify="left" if col in ("engine", "side") else "right")
     for who in PAIRS:
         for s in ("old", "new"):
@@ -503,6 +547,7 @@ def parent(args: argparse.Namespace) -> int:
                 f"{h['after_prepare'] / 2**20:.1f} MiB" if "after_prepare" in h else "-",
                 f"{h['after_builds'] / 2**20:.1f} MiB",
                 f"{h.get('vectors_nbytes', 0) / 2**20:.1f} MiB" if who == "qa" else "-",
+                f"{h['model'] / 2**20:.1f} MiB" if "model" in h else "-",
             )  # fmt: skip
     console.print(mt)
     console.print(
