@@ -126,3 +126,23 @@ def test_bench_probe_facts_prints_its_table() -> None:
     assert "facts after compaction: 3 conversations" in text
     assert "LLM summariser: none configured" in text
     assert re.search(r"goal: >= 0.95 .*: (PASS|MISS)", text)
+
+
+def test_bench_quality_cost_prints_its_tables() -> None:
+    if not (ROOT.parent / "shared" / "data" / "locomo").is_dir():
+        pytest.skip("LoCoMo data not beside the checkout")
+    text = run(
+        "bench_quality_cost.py", "--messages", "300", "--rounds", "2", "--fresh-reps", "1",
+        "--mem-builds", "1", "--new-weights", "neighbours=2",
+        "--stateful-new-weights", "neighbours=2",
+    )  # fmt: skip
+    assert "new: " in text
+    assert "weights neighbours=2" in text
+    got = verdicts(text)
+    for who in ("qa", "stateful"):
+        for b in ("1,000", "4,000"):
+            assert got.get(f"{who} new / old, warm @ {b}") in ("PASS", "MISS"), got
+    memory = re.findall(r"│ (qa|stateful)\s+│ (old|new)\s+│\s+([\d,-]+) │", text)
+    assert len(memory) == 4, text[-2000:]
+    assert ("qa", "old", "300") in memory
+    assert "builds over their window: 0" in text
