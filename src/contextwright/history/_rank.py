@@ -167,9 +167,11 @@ class TurnRanker:
         Pseudo-relevance feedback (as in RM3): the rarest words shared by the
         ``feedback_docs`` best turns name the topic in the conversation's own
         vocabulary ("martial arts" → "kickboxing", "taekwondo"). Their search is
-        one more RRF term, weighted ``feedback_weight``. Only without an
-        embedder: vectors bridge such vocabulary gaps already, and feedback did
-        not add to them. Latin-script words of four letters or more.
+        one more RRF term, weighted ``feedback_weight``. Only without vectors,
+        unless ``feedback_with_vectors``: MiniLM's bridge such vocabulary gaps
+        already, and feedback did not add to them; static word vectors bridge
+        fewer, and it does (`STATIC_WEIGHTS`). Latin-script words of four letters
+        or more.
 
         The best turns are the full-text ``hits`` with the highest scores
         (``feedback_from_hits``, as RM3 reads the first round's top documents),
