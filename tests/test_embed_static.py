@@ -86,7 +86,7 @@ def test_embedder_contract(emb: StaticEmbedder):
 @given(st.lists(st.text(max_size=60), max_size=6))
 def test_vectors_are_deterministic_unit_or_zero_rows(texts: list[str]):
     a = StaticEmbedder(64).embed(texts)
-    b = StaticEmbedder(64).embed(texts)  # a fresh load: the same bytes
+    b = StaticEmbedder(64).embed(texts)  # another instance: the same bytes
     assert a.shape == (len(texts), 64)
     assert a.tobytes() == b.tobytes()
     norms = np.linalg.norm(a, axis=1)

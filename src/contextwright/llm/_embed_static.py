@@ -29,6 +29,7 @@ fall back to bytes). 128 dimensions scored as 256 (within 0.004), 64 lower
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,8 @@ class StaticEmbedder:
     ``dimension`` truncates the 256-dimension vectors (the model was trained for
     it). ``path`` is a directory laid out as the ``wordllama`` package
     (``weights/…``, ``tokenizers/…``); by default the installed package's. The
-    table is loaded on first use (about 16 MB; a few hundred ms) and shared by
-    every call; ``embed`` is thread-safe. ``name`` names model and dimension:
+    table is loaded on first use (about 16 MB; half a second) and shared by every
+    instance of the same path and dimension; ``embed`` is thread-safe. ``name`` names model and dimension:
     vectors of another dimension are another model's.
     """
 
@@ -100,33 +101,17 @@ class StaticEmbedder:
         return self._dimension
 
     def _load(self) -> tuple[Any, Any]:
-        if self._table is not None:
-            return self._table, self._tokenizer
-        try:
-            from safetensors.numpy import load_file
-            from tokenizers import Tokenizer
-        except ImportError:
-            raise MissingDependencyError("wordllama", "static", "StaticEmbedder") from None
-        path = self.path or bundled_wordllama_path()
-        if path is None:
-            raise MissingDependencyError("wordllama", "static", "StaticEmbedder")
-        weights, tok = path / _WEIGHTS, path / _TOKENIZER
-        if not (weights.is_file() and tok.is_file()):
-            raise ConfigError(f"no WordLlama l2_supercat model at {path}")
-        try:
-            tensors = load_file(str(weights))
-            tokenizer = Tokenizer.from_file(str(tok))
-        except Exception as exc:  # a corrupt or foreign file: safetensors and tokenizers errors
-            raise ConfigError(f"cannot load the static embedding model at {path}: {exc}") from exc
-        table = tensors.get("embedding.weight")
-        if table is None or table.ndim != 2 or table.shape[1] < self._dimension:
-            raise ConfigError(f"{weights} holds no embedding table of width >= {self._dimension}")
-        # Truncating before pooling equals pooling then truncating (the mean is linear).
-        table = np.ascontiguousarray(table[:, : self._dimension], dtype=np.float32)
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        self._tokenizer, self._table = tokenizer, table
-        return table, tokenizer
+        if self._table is None:
+            try:
+                import safetensors.numpy  # noqa: F401
+                import tokenizers  # noqa: F401
+            except ImportError:
+                raise MissingDependencyError("wordllama", "static", "StaticEmbedder") from None
+            path = self.path or bundled_wordllama_path()
+            if path is None:
+                raise MissingDependencyError("wordllama", "static", "StaticEmbedder")
+            self._table, self._tokenizer = _load_model(path.resolve(), self._dimension)
+        return self._table, self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         table, tokenizer = self._load()
@@ -144,6 +129,35 @@ class StaticEmbedder:
 
     def __repr__(self) -> str:
         return f"StaticEmbedder({self._dimension})"
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(path: Path, dimension: int) -> tuple[Any, Any]:
+    """The table (float32, truncated) and tokenizer under ``path``, loaded once per process.
+
+    Every engine that picks the static vectors (`auto_embedder`) shares one copy
+    (16 MB at 256 dimensions) instead of reading its own.
+    """
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    weights, tok = path / _WEIGHTS, path / _TOKENIZER
+    if not (weights.is_file() and tok.is_file()):
+        raise ConfigError(f"no WordLlama l2_supercat model at {path}")
+    try:
+        tensors = load_file(str(weights))
+        tokenizer = Tokenizer.from_file(str(tok))
+    except Exception as exc:  # a corrupt or foreign file: safetensors and tokenizers errors
+        raise ConfigError(f"cannot load the static embedding model at {path}: {exc}") from exc
+    table = tensors.get("embedding.weight")
+    if table is None or table.ndim != 2 or table.shape[1] < dimension:
+        raise ConfigError(f"{weights} holds no embedding table of width >= {dimension}")
+    # Truncating before pooling equals pooling then truncating (the mean is linear).
+    table = np.ascontiguousarray(table[:, :dimension], dtype=np.float32)
+    table.flags.writeable = False  # shared by every instance
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return table, tokenizer
 
 
 def auto_embedder() -> StaticEmbedder | None:
