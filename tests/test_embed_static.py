@@ -246,3 +246,22 @@ async def test_auto_leaves_a_conversation_in_an_unmeasured_language_unembedded()
     assert zh.vectors is not None
     assert zh.vectors.shape == (2, 256)
     await source.store.close()
+
+
+@needs_static
+def test_a_fresh_engine_recalls_what_a_warm_one_does():
+    # The vectors are recomputed from the stored text: nothing in process changes a result.
+    store = SQLiteStore(":memory:")
+    store.append("c", paraphrase_conversation(), tenant="t")
+    warm = memory_qa_engine(store, counter=TiktokenCounter("cl100k_base"))
+    questions = ["How do they relax after a stressful week?", "What about the passport?"]
+    for q in questions * 2:  # warm: the index and vectors are kept between builds
+        built = warm.build_sync(
+            Message.user(q), conversation="c", tenant="t",
+            budget=Budget(300, shares=MEMORY_QA_SHARES),
+        )  # fmt: skip
+        fresh = memory_qa_engine(store, counter=TiktokenCounter("cl100k_base")).build_sync(
+            Message.user(q), conversation="c", tenant="t",
+            budget=Budget(300, shares=MEMORY_QA_SHARES),
+        )  # fmt: skip
+        assert [m.text for m in built.messages] == [m.text for m in fresh.messages]
