@@ -23,12 +23,11 @@ from contextwright.history import RecallSource
 from contextwright.history._query import QueryAnalysis
 from contextwright.history._query import date_matches as _date_matches
 from contextwright.history._rank import TurnIndex, TurnRanker
-from contextwright.history._turns import FEEDBACK_WORD as _FEEDBACK_WORD
-from contextwright.history._turns import day_label
+from contextwright.history._turns import day_label, feedback_terms
 
 DAY = 86_400.0
 T0 = 1_700_000_000.0  # 14 November 2023
-WORDS = ["kitten", "cello", "basil", "trail", "recital", "pesto", "Ada", "Bruno", "über", "río"]
+WORDS = ["kitten", "cello", "basil", "trail", "recital", "pesto", "Ada", "Bruno", "über", "río", "耳机"]  # fmt: skip
 
 
 @st.composite
@@ -166,7 +165,7 @@ def test_feedback_counts_are_those_of_a_fresh_index_however_reads_and_adds_inter
     index.add(messages[start:])
     want: Counter[str] = Counter()
     for t in index.turns:
-        want.update(set(_FEEDBACK_WORD.findall(t.text.lower())))
+        want.update(feedback_terms(t.text))
     assert index.df == want
     assert index.sessions == [t.session for t in index.turns]
 
@@ -187,7 +186,8 @@ def test_day_labels_and_month_names_do_not_follow_the_process_locale(monkeypatch
 def _analyse_before(query: str, speakers: dict[str, str]) -> tuple[str, str, set[str], set[int]]:
     """`analyse` as it was written first (one pass that copies every piece), kept as the
     oracle for the version that only cuts the names out: the two must agree."""
-    from contextwright.history._query import _MONTHS, _WORD, STOP_WORDS
+    from contextwright.history._query import _MONTHS, _WORD, CJK_QUESTION_WORDS, STOP_WORDS
+    from contextwright.text._terms import CJK_RUN
 
     words: list[str] = []
     kept: list[str] = []
@@ -207,6 +207,11 @@ def _analyse_before(query: str, speakers: dict[str, str]) -> tuple[str, str, set
                 last += 2
             continue
         kept.append(word)
+        if CJK_RUN.search(word):  # question words out, then pieces of two characters or more
+            for q in sorted(CJK_QUESTION_WORDS, key=len, reverse=True):
+                word = word.replace(q, " ")
+            words += [piece for piece in word.split() if len(piece) > 1]
+            continue
         month = _MONTHS.get(low)
         if month is not None and word[0].isupper():
             months.add(month)
@@ -220,7 +225,7 @@ def _analyse_before(query: str, speakers: dict[str, str]) -> tuple[str, str, set
 
 _QUERY_PIECES = ["Caroline", "caroline", "Mel", "Melanie", "Will", "will", "'s", "’s", "s",
                  "May", "may", "June", "2023", "1999", "the", "what", "did", "say", "pottery",
-                 "camping", "Kickboxing", "我", "上海", "?", "!", ",", "'", "’", " ", "  ", "\n"]  # fmt: skip
+                 "camping", "Kickboxing", "我", "上海", "什么", "哪里", "?", "!", ",", "'", "’", " ", "  ", "\n"]  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None)

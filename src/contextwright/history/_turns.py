@@ -16,18 +16,41 @@ from __future__ import annotations
 import bisect
 import re
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..model._messages import Message
 from ..stores import MessageOutline
+from ..text._terms import CJK_RUN, CJK_STOP_CHARS, bigrams
 from ._query import MONTH_NAMES, add_speaker
 
-__all__ = ["FEEDBACK_WORD", "IndexedTurn", "TurnIndex", "day_label"]
+__all__ = ["FEEDBACK_WORD", "IndexedTurn", "TurnIndex", "day_label", "feedback_terms"]
 
-FEEDBACK_WORD = re.compile(r"[a-z]{4,}")  # the words pseudo-relevance feedback counts
+FEEDBACK_WORD = re.compile(r"[a-z]{4,}")  # the Latin-script words pseudo-relevance feedback counts
+
+
+def feedback_terms(text: str) -> set[str]:
+    """The terms of ``text`` that pseudo-relevance feedback counts (`TurnRanker.feedback_query`).
+
+    Latin-script words of four letters or more, lower-cased; and the character
+    bigrams of each CJK run, the very units the full-text indexes hold for CJK
+    (``text/_terms.py`` `segment`), so that a feedback query of them, joined by
+    spaces, searches each as one term on every backend. Bigrams holding a
+    function character ("的", "了", "是"…, `CJK_STOP_CHARS`) are left out: cut
+    from a sentence into pairs, they are artefacts, not words. ASCII text has no
+    CJK run, and is not scanned for one.
+    """
+    low = text.lower()
+    out = set(FEEDBACK_WORD.findall(low))
+    if not low.isascii():
+        stop = CJK_STOP_CHARS
+        for run in CJK_RUN.findall(low):
+            out.update(g for g in bigrams(run) if g[0] not in stop and g[1] not in stop)
+    return out
+
+
 _TURN_ROLES = frozenset(("user", "assistant"))
 
 
@@ -79,6 +102,8 @@ class TurnIndex:
         self._unmade = 0
         self._df: Counter[str] = Counter()  # see `df`
         self._df_turns = 0  # how many turns ``_df`` has counted
+        self._words: list[frozenset[str]] = []  # see `postings`
+        self._postings: defaultdict[str, list[int]] = defaultdict(list)
         self._session = 0
         self._last_at: float | None = None  # the newest turn's time
         self._named: set[str] = set()
@@ -114,7 +139,7 @@ class TurnIndex:
 
     @property
     def df(self) -> Counter[str]:
-        """Turns containing each Latin-script word of four letters or more (feedback words).
+        """Turns containing each feedback term (`feedback_terms`: words and CJK bigrams).
 
         Counted when first asked for, then kept up to date: only the feedback
         search uses it, and the stateful default has none, so its turns never pay.
@@ -122,9 +147,31 @@ class TurnIndex:
         if self._df_turns < len(self):
             update = self._df.update
             for t in self.turns[self._df_turns :]:
-                update(set(FEEDBACK_WORD.findall(t.text.lower())))
+                update(feedback_terms(t.text))
             self._df_turns = len(self)
         return self._df
+
+    @property
+    def postings(self) -> defaultdict[str, list[int]]:
+        """Each feedback term's turn positions, ascending (the entity links' index).
+
+        Built when first asked for and then kept up to date, apart from `df`: only
+        the entity links (``_links.py``) read it, so no other configuration pays.
+        """
+        if len(self._words) < len(self):
+            keep, postings = self._words.append, self._postings
+            for p in range(len(self._words), len(self)):
+                words = frozenset(feedback_terms(self.turn(p).text))
+                keep(words)
+                for w in words:
+                    postings[w].append(p)
+        return self._postings
+
+    @property
+    def words(self) -> list[frozenset[str]]:
+        """Each turn's feedback terms (as `df` counts them), kept with `postings`."""
+        _ = self.postings
+        return self._words
 
     def add(self, messages: Iterable[Message | MessageOutline]) -> int:
         """Append stored messages (or their outlines) newer than any seen; returns the turns added."""
