@@ -22,7 +22,7 @@ and MiniLM about 1 GB). Memory-QA recall (`memory_qa_engine`) at 1k / 2k / 4k /
 8k tokens, LoCoMo dev: lexical 0.772 / 0.851 / 0.892 / 0.947, with these vectors
 0.786 / 0.863 / 0.917 / 0.962, with MiniLM 0.809 / 0.875 / 0.933 / 0.970. The
 generated Chinese set (with the Chinese query analysis): lexical 0.673 / 0.786
-/ 0.964 / 0.991, static 0.845 / 0.923 / 0.982 / 0.991 (``--seed 1``: 0.664 /
+/ 0.964 / 0.991, static 0.845 / 0.923 / 0.982 / 0.991 (``--seed=1``: 0.664 /
 0.786 / 0.945 / 1.0 against 0.823 / 0.945 / 0.982 / 1.0); Llama-2's vocabulary
 holds the common Hanzi, rarer ones fall back to bytes. On LoCoMo 128 dimensions
 scored as 256 (within 0.004), 64 lower (0.781 / 0.856 / 0.910 / 0.951); 256 is
