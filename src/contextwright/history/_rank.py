@@ -69,8 +69,8 @@ if TYPE_CHECKING:
     from ..memory import Embedder
 
 __all__ = [
-    "STOP_WORDS", "IndexedTurn", "QueryAnalysis", "RankWeights", "TurnIndex", "TurnRanker",
-    "analyse", "day_label", "speaker_map",
+    "STATIC_WEIGHTS", "STOP_WORDS", "IndexedTurn", "QueryAnalysis", "RankWeights", "TurnIndex",
+    "TurnRanker", "analyse", "day_label", "default_weights", "speaker_map",
 ]  # fmt: skip
 
 
@@ -95,21 +95,61 @@ class RankWeights:
     recency_boost: float = 0.5  # a question about the present: factor 1 + this x position / n
     link_weight: float = 0.0  # with fill: RRF weight of entity links (``_links.py``; +0.003)
     link_df: int = 5  # a link word is held by at most this many turns
+    feedback_with_vectors: bool = False  # keep the feedback search when an embedder is set
 
 
 class TurnRanker:
     """Ranks the turns of a `TurnIndex` for a message (see the module docstring).
 
     ``embedder`` adds vector evidence; without one the ranking is lexical.
+    ``locales`` limits the vectors to conversations of those languages (``"en"``
+    covers ``"en-GB"``; None: all): a model that does not read a language would
+    only add noise to its ranking (`for_memory_qa`).
     """
 
-    def __init__(self, weights: RankWeights | None = None, embedder: Embedder | None = None):
+    def __init__(
+        self, weights: RankWeights | None = None, embedder: Embedder | None = None,
+        locales: Iterable[str] | None = None,
+    ) -> None:  # fmt: skip
         self.weights = weights or RankWeights()
         self.embedder = embedder
+        self.locales = None if locales is None else frozenset(locales)
+
+    @classmethod
+    def for_memory_qa(
+        cls, weights: RankWeights | None = None, embedder: Any = "auto"
+    ) -> TurnRanker:
+        """The ranker of the memory-QA configuration (`RecallSource.for_memory_qa`).
+
+        ``embedder="auto"`` (the default) takes the static word vectors of the
+        ``static`` extra when it is installed (`llm.auto_embedder`), for the
+        languages where they were measured to raise recall (`STATIC_LOCALES`), and
+        the lexical ranking otherwise; None is lexical everywhere; an `Embedder` is
+        used for every language. ``weights`` replaces the knobs' defaults
+        (`default_weights`: they depend on the embedder).
+        """
+        if isinstance(embedder, str):
+            if embedder != "auto":
+                raise ConfigError(f"embedder must be an Embedder, None or 'auto': {embedder!r}")
+            from ..llm._embed_static import STATIC_LOCALES, auto_embedder
+
+            found = auto_embedder()
+            if found is None:
+                return cls(weights)
+            w = weights if weights is not None else default_weights(found)
+            return cls(w, embedder=found, locales=STATIC_LOCALES)
+        w = weights if weights is not None else default_weights(embedder)
+        return cls(w, embedder=embedder)
+
+    def uses_vectors(self, index: TurnIndex) -> bool:
+        """Whether the turns of ``index`` are embedded and ranked by vectors too."""
+        if self.embedder is None:
+            return False
+        return self.locales is None or _language(index.locale) in self.locales
 
     def embed_new(self, index: TurnIndex) -> int:
         """Embed the index's turns that have no vector yet (a batch); returns how many."""
-        if self.embedder is None:
+        if self.embedder is None or not self.uses_vectors(index):
             return 0
         import numpy as np
 
@@ -140,16 +180,17 @@ class TurnRanker:
         Pseudo-relevance feedback (as in RM3): the rarest words shared by the
         ``feedback_docs`` best turns name the topic in the conversation's own
         vocabulary ("martial arts" → "kickboxing", "taekwondo"). Their search is
-        one more RRF term, weighted ``feedback_weight``. Only without an
-        embedder: vectors bridge such vocabulary gaps already, and feedback did
-        not add to them. The terms are `feedback_terms`: Latin-script words of
-        four letters or more, and CJK character bigrams (what the full-text
-        indexes hold for CJK), so Chinese gets feedback too; joined by spaces,
-        each is one term of the second search on every backend. On the generated
-        Chinese set it does not help: with it recall at 1,000 / 2,000 tokens is
-        0.673 / 0.786 (``--seed=1``: 0.664 / 0.786), without 0.677 / 0.791
-        (0.682 / 0.791), at 4,000 and 8,000 the same; its seeds, the best hits of a short
-        question, are mostly small talk sharing one bigram with it.
+        one more RRF term, weighted ``feedback_weight``. Only without vectors,
+        unless ``feedback_with_vectors``: MiniLM's bridge such vocabulary gaps
+        already, and feedback did not add to them; static word vectors bridge
+        fewer, and it does (`STATIC_WEIGHTS`). The terms are `feedback_terms`:
+        Latin-script words of four letters or more, and CJK character bigrams
+        (what the full-text indexes hold for CJK), so Chinese gets feedback too;
+        joined by spaces, each is one term of the second search on every backend.
+        On the generated Chinese set it does not help: with it recall at 1,000 /
+        2,000 tokens is 0.673 / 0.786 (``--seed=1``: 0.664 / 0.786), without 0.677
+        / 0.791 (0.682 / 0.791), at 4,000 and 8,000 the same; its seeds, the best
+        hits of a short question, are mostly small talk sharing one bigram with it.
 
         The best turns are the full-text ``hits`` with the highest scores
         (``feedback_from_hits``, as RM3 reads the first round's top documents),
@@ -161,7 +202,9 @@ class TurnRanker:
         fold chose it.
         """
         w = self.weights
-        if self.embedder is not None or w.feedback_weight <= 0 or not ranked:
+        if (self.uses_vectors(index) and not w.feedback_with_vectors) or (
+            w.feedback_weight <= 0 or not ranked
+        ):
             return None
         if w.feedback_from_hits and hits:
             strongest = heapq.nlargest(w.feedback_docs, hits.items(), key=itemgetter(1, 0))
@@ -360,3 +403,23 @@ def _competition_ranks(scores: Mapping[int, float]) -> dict[int, float]:
             current, prev = i, s
         ranks[p] = float(current)
     return ranks
+
+
+def _language(locale: str) -> str:
+    """The language of a locale tag: ``"en-GB"`` and ``"en_GB"`` → ``"en"``."""
+    return locale.replace("_", "-").split("-", 1)[0].lower()
+
+
+# The knobs' defaults with static word vectors (`StaticEmbedder`): the feedback search
+# stays on. Averaged word vectors bridge fewer vocabulary gaps than MiniLM does, and
+# feedback still adds to them: LoCoMo dev recall 0.773 / 0.852 / 0.921 / 0.961 at
+# 1k / 2k / 4k / 8k without it, 0.786 / 0.863 / 0.917 / 0.962 with it; chosen by
+# every leave-one-conversation-out fold at 1k and 2k (none at 4k).
+STATIC_WEIGHTS = RankWeights(feedback_with_vectors=True)
+
+
+def default_weights(embedder: Any = None) -> RankWeights:
+    """The knobs' defaults for ``embedder``: `STATIC_WEIGHTS` for static vectors."""
+    from ..llm._embed_static import StaticEmbedder
+
+    return STATIC_WEIGHTS if isinstance(embedder, StaticEmbedder) else RankWeights()

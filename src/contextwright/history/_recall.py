@@ -162,18 +162,17 @@ class RecallSource(SourceBase):
 
     @classmethod
     def for_memory_qa(
-        cls, store: Any, *, counter: TokenCounter | None = None, embedder: Any = None,
+        cls, store: Any, *, counter: TokenCounter | None = None, embedder: Any = "auto",
         weights: RankWeights | None = None, **kw: Any,
     ) -> RecallSource:  # fmt: skip
         """The recall of the memory-QA configuration: as many turns as fit, exact packing.
 
-        Pair it with ``Budget(total, shares=MEMORY_QA_SHARES)`` and an engine
-        without the goal restatement (`memory_qa_engine` does both); ``weights``
-        replaces the ranker's defaults.
+        Pair it with ``Budget(total, shares=MEMORY_QA_SHARES)`` and no goal restatement
+        (`memory_qa_engine` does both); ``weights``, ``embedder``: see `TurnRanker`.
         """
         kw.setdefault("deadline", 2.0)  # a first call may have to index the conversation
         return cls(store=store, limit=None, fill=True, counter=counter,
-                   ranker=TurnRanker(weights, embedder=embedder), **kw)  # fmt: skip
+                   ranker=TurnRanker.for_memory_qa(weights, embedder), **kw)  # fmt: skip
 
     # -- the turn index ------------------------------------------------------------------
 
@@ -253,7 +252,7 @@ class RecallSource(SourceBase):
                 if new and all(m.seq == index.last_seq + 1 + i for i, m in enumerate(new)):
                     index.add(new)
             stale = newest is None or newest > index.last_seq
-        unembedded = self.ranker.embedder is not None and (
+        unembedded = self.ranker.uses_vectors(index) and (
             index.vectors is None or len(index.vectors) < len(index)
         )
         if stale or unembedded:
@@ -293,7 +292,7 @@ class RecallSource(SourceBase):
                 index.add(new)
             if len(new) < upto - after:  # sequence numbers are gapless: this was the last page
                 break
-        if self.ranker.embedder is not None and (
+        if self.ranker.uses_vectors(index) and (
             index.vectors is None or len(index.vectors) < len(index)
         ):
             await asyncio.to_thread(self._embed, index)
@@ -329,7 +328,7 @@ class RecallSource(SourceBase):
             analysis = analyse(turn.query, index.speakers)
         # The message's vector is computed on a worker thread while the store searches.
         vector: asyncio.Future[Any] | None = None
-        if self.ranker.embedder is not None and index.vectors is not None:
+        if self.ranker.uses_vectors(index) and index.vectors is not None:
             vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
         try:
             scores: dict[int, float] = {}

@@ -24,6 +24,7 @@ from ..llm._embed import (
     bundled_minilm_path,
     normalize_rows,
 )
+from ..llm._embed_static import StaticEmbedder, auto_embedder, bundled_wordllama_path
 from ..stores._cache import user_memory_tag
 from ..stores._memory import CATEGORIES, InMemoryMemoryStore, Memory, MemoryHit, MemoryStore, Scope
 from ..stores._open import open_memory_store
@@ -52,8 +53,11 @@ __all__ = [
     "Scope",
     "SearchWeights",
     "SentenceTransformerEmbedder",
+    "StaticEmbedder",
     "VectorIndex",
+    "auto_embedder",
     "bundled_minilm_path",
+    "bundled_wordllama_path",
     "dedupe_key",
     "normalize_rows",
     "open_memory_store",

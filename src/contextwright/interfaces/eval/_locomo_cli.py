@@ -1,4 +1,4 @@
-"""The ``eval`` command: ``contextwright eval locomo DIR [--budget …] [--embedder …] [--cv
+"""The ``eval`` command: ``contextwright eval locomo DIR [--budget …] [--embedder auto|none|static|minilm] [--cv
 [--grid KNOB=V1,V2 …]] [--json]``.
 
 Parses the budgets and the files, runs `evaluate_locomo` (or, with ``--cv``,
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import UserError
-from ._locomo import CATEGORIES, evaluate_locomo
+from ...history._rank import default_weights
+from ._locomo import CATEGORIES, evaluate_locomo, resolve_embedder
 from ._locomo_cv import cross_validate, parse_grid
 
 __all__ = ["add_parsers", "run"]
@@ -39,8 +40,10 @@ def add_parsers(sub: Any) -> None:
 def _common(lo: Any) -> None:
     lo.add_argument("--budget", dest="budgets", default="1000,2000,4000,8000",
                     help="comma-separated token budgets besides system prompt and question")  # fmt: skip
-    lo.add_argument("--embedder", choices=["none", "minilm"], default="none",
-                    help="add vector evidence from all-MiniLM-L6-v2 (needs sentence-transformers)")  # fmt: skip
+    lo.add_argument("--embedder", choices=["auto", "none", "static", "minilm"], default="auto",
+                    help="vector evidence: auto (static where it pays, if installed), none, static "
+                    "(WordLlama, the static extra), minilm (all-MiniLM-L6-v2, the embeddings "
+                    "extra)")  # fmt: skip
     lo.add_argument("--cv", action="store_true",
                     help="add a leave-one-conversation-out summary over the --grid candidates")  # fmt: skip
     lo.add_argument("--grid", action="append", default=[], metavar="KNOB=V1,V2",
@@ -86,17 +89,24 @@ def _zh_report(args: argparse.Namespace, measure: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace, out: Any) -> int:
     """``eval locomo`` / ``eval zh``: the report as a table, or as JSON with ``--json``; returns 0."""
     budgets = _budgets(args.budgets)
-    grid = parse_grid(args.grid)
     if args.grid and not args.cv:
         raise UserError("--grid needs --cv")
     zh = args.benchmark == "zh"
     locale = "zh" if zh else "en"
     files = [] if zh else _files(args.dir)
-    embedder = None
+    embedder: Any = None
     if args.embedder == "minilm":
         from ...memory import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
+    elif args.embedder == "static":
+        from ...memory import StaticEmbedder
+
+        embedder = StaticEmbedder()
+    elif args.embedder == "auto":
+        embedder = resolve_embedder("auto", locale)
+    # the candidates vary the defaults of the embedder evaluated
+    grid = parse_grid(args.grid, default_weights(embedder))
 
     def measure(files: list[Path]) -> dict[str, Any]:
         if args.cv:

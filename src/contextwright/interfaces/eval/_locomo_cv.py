@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import UserError
-from ...history._rank import RankWeights
-from ._locomo import evaluate_locomo, spread
+from ...history._rank import RankWeights, default_weights
+from ._locomo import evaluate_locomo, resolve_embedder, spread
 from ._locomo_data import load_locomo
 
 __all__ = ["DEFAULT", "cross_validate", "parse_grid"]
@@ -39,12 +39,14 @@ __all__ = ["DEFAULT", "cross_validate", "parse_grid"]
 DEFAULT = "default"
 
 
-def parse_grid(specs: Sequence[str]) -> dict[str, RankWeights]:
+def parse_grid(specs: Sequence[str], base: RankWeights | None = None) -> dict[str, RankWeights]:
     """Candidates from ``KNOB=V1,V2`` specs (knobs of `RankWeights`), the default first.
 
-    Several specs give their cartesian product. A bad knob or value raises
-    `UserError` naming it.
+    Each candidate is ``base`` (default `RankWeights()`; `default_weights` of the
+    embedder evaluated) with the knobs named changed. Several specs give their
+    cartesian product. A bad knob or value raises `UserError` naming it.
     """
+    base = base or RankWeights()
     fields = {f.name: f for f in dataclasses.fields(RankWeights)}
     axes: list[list[tuple[str, Any]]] = []
     for spec in specs:
@@ -66,10 +68,10 @@ def parse_grid(specs: Sequence[str]) -> dict[str, RankWeights]:
         if not values:
             raise UserError(f"--grid {spec!r}: no values")
         axes.append(values)
-    out: dict[str, RankWeights] = {DEFAULT: RankWeights()}
+    out: dict[str, RankWeights] = {DEFAULT: base}
     for combo in itertools.product(*axes):
-        weights = dataclasses.replace(RankWeights(), **dict(combo))
-        if weights != RankWeights():
+        weights = dataclasses.replace(base, **dict(combo))
+        if weights != base:
             out.setdefault(",".join(f"{k}={v}" for k, v in combo), weights)
     return out
 
@@ -98,7 +100,7 @@ def cross_validate(
     budgets: Sequence[int],
     grid: Mapping[str, RankWeights] | None = None,
     *,
-    embedder: Any = None,
+    embedder: Any = "auto",
     locale: str = "en",
 ) -> dict[str, Any]:
     """The default's full report plus a ``cv`` section (see the module docstring).
@@ -106,7 +108,8 @@ def cross_validate(
     ``grid`` maps candidate names to weights (`parse_grid`); the default engine
     is always a candidate, named ``"default"``.
     """
-    candidates = {DEFAULT: RankWeights(), **(grid or {})}
+    embedder = resolve_embedder(embedder, locale)  # once: every candidate shares its vectors
+    candidates = {DEFAULT: default_weights(embedder), **(grid or {})}
     convs = [c for p in paths for c in load_locomo(p)]
     reports = {
         name: evaluate_locomo(
@@ -142,8 +145,13 @@ def cross_validate(
         }  # fmt: skip
     report["cv"] = {
         "tuned": len(candidates) > 1,
-        "candidates": {c: {k: v for k, v in dataclasses.asdict(w).items()
-                           if v != getattr(RankWeights(), k)} for c, w in candidates.items()},
+        # each candidate as its changes to the default (whose own to `RankWeights()` follow)
+        "candidates": {c: _changes(w, candidates[DEFAULT]) for c, w in candidates.items()},
+        "default_weights": _changes(candidates[DEFAULT], RankWeights()),
         "budgets": cv,
     }  # fmt: skip
     return report
+
+
+def _changes(weights: RankWeights, base: RankWeights) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(weights).items() if v != getattr(base, k)}
