@@ -162,3 +162,31 @@ def test_feedback_is_seeded_by_the_best_full_text_hits_not_by_the_priors():
     by_rank = TurnRanker(RankWeights(feedback_docs=1, feedback_from_hits=False))
     assert by_rank.feedback_query(index, a, ranked, hits) == "locomotives timetables week"
     assert seeded.feedback_query(index, a, ranked) == by_rank.feedback_query(index, a, ranked)
+
+
+def test_feedback_seeded_by_hits_never_asks_for_the_first_ranking():
+    """A build ranks its turns once when the hits seed the feedback (the ranking is lazy)."""
+    from contextwright import Message
+    from contextwright.history._rank import TurnIndex, TurnRanker, analyse
+
+    index = TurnIndex()
+    index.add([
+        Message.user("We paddled kayaks across Tahoe at dawn", name="Ada", seq=1),
+        Message.assistant("Bruno here: locomotives and timetables all week", name="Bruno", seq=2),
+    ])  # fmt: skip
+    a = analyse("Did Bruno enjoy the kayaks trip?", index.speakers)
+    asked: list[int] = []
+
+    def ranking() -> list[tuple[int, float]]:
+        asked.append(1)
+        return [(1, 0.03), (0, 0.02)]
+
+    ranker = TurnRanker(RankWeights(feedback_docs=1))
+    assert ranker.feedback_query(index, a, ranking, {1: 5.0}) == "across dawn paddled tahoe"
+    assert asked == []  # seeded by the hit: no ranking made
+    # hits that seed nothing (none scores above zero, or none is indexed): the ranking seeds
+    assert ranker.feedback_query(index, a, ranking, {1: 0.0, 99: 3.0}) == (
+        "locomotives timetables week"
+    )
+    assert asked == [1]
+    assert ranker.feedback_query(index, a, list, {99: 3.0}) is None  # an empty ranking: none

@@ -1,35 +1,33 @@
 """Recall: exact old turns relevant to the current message, back from the store.
 
-Once a turn has left the window it survives in the prompt only through the
-summary, which keeps the gist and loses the wording. `RecallSource` ranks the
-conversation's stored turns that are older than the history window
-(`TurnRanker`: the store's full-text search — FTS5 BM25 on SQLite —, spread
-to neighbouring turns, optional vectors, speaker and date priors — see
-``_rank.py``) and packs the best into one block that fits its token allowance
-(``_packing.py``: greedy by rank, one date line per day, counted exactly).
-``limit`` caps the number of turns (the default source is sparing); ``fill``
-also takes turns with no evidence at all, ordered by the priors, when the
-caller gives recall most of the budget (`MEMORY_QA_SHARES`). With a ``counter``
-(give it the engine's: its caching counter then serves the engine's own count
-of the block) packing is exact; the allowance is net of the frame the engine
-puts around dynamic blocks. Without a counter a conservative heuristic stands in.
+Once a turn has left the window it survives in the prompt only through the summary, which
+keeps the gist and loses the wording. `RecallSource` ranks the conversation's stored turns
+that are older than the history window (`TurnRanker`: the store's full-text search — FTS5
+BM25 on SQLite —, spread to neighbouring turns, optional vectors, speaker and date priors —
+see ``_rank.py``) and packs the best into one block that fits its token allowance
+(``_packing.py``: greedy by rank, one date line per day, counted exactly). ``limit`` caps
+the number of turns (the default source is sparing); ``fill`` also takes turns with no
+evidence at all, ordered by the priors, when the caller gives recall most of the budget
+(`MEMORY_QA_SHARES`). With a ``counter`` (give it the engine's: its caching counter then
+serves the engine's own count of the block) packing is exact; the allowance is net of the
+frame the engine puts around dynamic blocks. Without a counter a conservative heuristic
+stands in.
 
-The window is decided after the sources are fetched, so recall searches below
-the engine's estimate of where it will start (`Turn.window_start`; without one,
-below the history given), and the engine leaves out a recalled turn that the
-final window holds after all (`RecalledTurns.without`).
+The window is decided after the sources are fetched, so recall searches below the engine's
+estimate of where it will start (`Turn.window_start`; without one, below the history given),
+and the engine leaves out a recalled turn that the final window holds after all
+(`RecalledTurns.without`).
 
 Where the turns come from depends on what is ranked:
 
-- **Hits and their surroundings** (the default: a turn limit, no ``fill``, no
-  embedder). One store call (`search_outlines`) returns the best full-text hits
-  below the window and the outlines of the turns within neighbour reach of
-  each, in one snapshot; they are ranked and packed. Stored messages never
-  change, so the outlines read are kept in a cache bounded in bytes
-  (``_outlines.py``, ``outline_cache_bytes``) and the store reads only those it
-  lacks; the conversation's speaker names are asked of the store once, then
-  extended from each window. Neither is needed for a result: a fresh process
-  recalls exactly what a warm one does.
+- **Hits and their surroundings** (the default: a turn limit, no ``fill``, no embedder).
+  One store call (`search_outlines`) returns the best full-text hits below the window and
+  the outlines of the turns within neighbour reach of each, in one snapshot; they are ranked
+  and packed. Stored messages never change, so the outlines read are kept in a cache bounded
+  in bytes (``_outlines.py``, ``outline_cache_bytes``) and the store reads only those it
+  lacks; the conversation's speaker names are asked of the store once, then extended from
+  each window. Neither is needed for a result: a fresh process recalls exactly what a warm
+  one does.
 - **Every turn** (``fill``, or vectors). The conversation's turns are read from
   the store once (as outlines: the text without decoding whole messages, tool
   results unread) and then extended with what is new (``read_outline(after_seq=…)``,
@@ -319,8 +317,8 @@ class RecallSource(SourceBase):
         index = await self._refresh(
             turn.conversation, turn.tenant, turn.locale, newest, turn.history
         )
-        # The index is read under its lock (a background `catch_up` may be adding
-        # to it), which is never held across an await.
+        # The index is read under its lock (a background `catch_up` may be adding to
+        # it), never held across an await; the first ranking only if feedback needs it.
         with self._lock:
             n = index.count_before(oldest)
             if n == 0:
@@ -338,15 +336,19 @@ class RecallSource(SourceBase):
         finally:
             if vector is not None and not vector.done():
                 vector.cancel()
+        first: list[tuple[list[tuple[int, float]], int | None]] = []
+
+        def ranking() -> list[tuple[int, float]]:
+            first.append(self._rank(index, analysis, scores, n, query_vector))
+            return first[0][0]
+
         with self._lock:
-            ranked, top = self._rank(index, analysis, scores, n, query_vector)
-            more = self.ranker.feedback_query(index, analysis, ranked, scores) if scores else None
-        feedback: dict[int, float] | None = None
-        if more:
-            feedback = await self._search(turn, index, more, oldest, None)
+            more = self.ranker.feedback_query(index, analysis, ranking, scores) if scores else None
+        feedback = await self._search(turn, index, more, oldest, None) if more else None
         with self._lock:
-            if feedback:
-                ranked, top = self._rank(index, analysis, scores, n, query_vector, feedback)
+            if feedback or not first:
+                first[:] = [self._rank(index, analysis, scores, n, query_vector, feedback)]
+            ranked, top = first[0]
             return self._ranked_block(
                 index, turn, analysis, scores, n, query_vector, feedback, ranked, top, allowance
             )
@@ -441,11 +443,10 @@ class RecallSource(SourceBase):
         top = None
         if self.limit is not None:
             top = max(_TOP_PER_TURN * self.limit, self.ranker.weights.feedback_docs)
-        ranked = self.ranker.rank(
+        return self.ranker.rank(
             index, analysis, scores, n, query_vector=query_vector, feedback=feedback,
             fill=self.fill, top=top,
-        )  # fmt: skip
-        return ranked, top
+        ), top  # fmt: skip
 
     def _ranked_block(
         self, index: TurnIndex, turn: Turn, analysis: QueryAnalysis, scores: dict[int, float], n: int,
