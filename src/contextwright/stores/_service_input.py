@@ -4,7 +4,8 @@ The in-memory, SQLite and PostgreSQL backends check a receipt or a key here
 before anything is written, so the same bad input raises the same error
 everywhere (`InvalidMessageError` naming the field, or `ConfigError` for a key):
 `receipt_json` (a mapping of JSON values, as text), `timestamp` (``at``,
-``created_at``: a finite number of seconds), `keep_count`, and `key_row` (a
+``created_at``: a finite number of seconds), `keep_count` (the three together:
+`receipt_input`), `optional_time`, and `key_row` (a
 `KeyRecord` as the row every backend stores). `receipt_record` and `key_record`
 read the rows back.
 """
@@ -26,6 +27,8 @@ __all__ = [
     "keep_count",
     "key_record",
     "key_row",
+    "optional_time",
+    "receipt_input",
     "receipt_json",
     "receipt_record",
     "timestamp",
@@ -55,6 +58,19 @@ def timestamp(value: object, where: str) -> float:
 def keep_count(keep: object) -> int:
     """How many receipts a conversation keeps: at least one (the one just recorded)."""
     return _rows.count(keep, "keep", minimum=1)
+
+
+def optional_time(at: object) -> float | None:
+    """An ``at`` argument checked (`timestamp`); None stays None (the store's clock then)."""
+    return None if at is None else timestamp(at, "at")
+
+
+def receipt_input(
+    conversation: object, receipt: object, keep: object, at: object
+) -> tuple[str, int, float | None]:
+    """`record_receipt`'s arguments checked: the JSON stored, how many kept, and when (or None)."""
+    _rows.name(conversation, "conversation")
+    return receipt_json(receipt), keep_count(keep), optional_time(at)
 
 
 def receipt_record(row: Sequence[Any], conversation: str, tenant: str) -> ReceiptRecord:

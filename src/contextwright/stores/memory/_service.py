@@ -14,7 +14,7 @@ from typing import Any
 
 from ..._errors import ConfigError
 from .._records import KeyRecord, ReceiptRecord
-from .._service_input import keep_count, key_row, receipt_json, receipt_record, timestamp
+from .._service_input import key_row, optional_time, receipt_input, receipt_record
 from ..sqlite import _rows
 from ._state import MemoryState
 
@@ -36,10 +36,7 @@ class MemoryReceipts:
         at: float | None = None,
         keep: int = 50,
     ) -> ReceiptRecord:
-        _rows.name(conversation, "conversation")
-        text = receipt_json(receipt)
-        n = keep_count(keep)
-        when = None if at is None else timestamp(at, "at")
+        text, n, when = receipt_input(conversation, receipt, keep, at)
         with self.s.lock:
             self.s.open(tenant)
             row = (next(self.s.receipt_ids), self.s.now() if when is None else when, text)
@@ -87,7 +84,7 @@ class MemoryApiKeys:
         return sorted(found, key=lambda k: k.created_at)  # stable: creation order among equals
 
     async def revoke_key(self, key_id: str, *, at: float | None = None) -> bool:
-        when = None if at is None else timestamp(at, "at")
+        when = optional_time(at)
         with self.s.lock:
             self.s.check_open()
             key = self.s.keys.get(key_id) if isinstance(key_id, str) else None

@@ -26,12 +26,11 @@ from ..._errors import ConfigError
 from .._records import KeyRecord, ReceiptRecord
 from .._service_input import (
     KEY_COLUMNS,
-    keep_count,
     key_record,
     key_row,
-    receipt_json,
+    optional_time,
+    receipt_input,
     receipt_record,
-    timestamp,
 )
 from ..sqlite import _rows
 
@@ -77,10 +76,7 @@ async def record_receipt(
     at: float | None = None,
     keep: int = 50,
 ) -> ReceiptRecord:
-    _rows.name(conversation, "conversation")
-    text = receipt_json(receipt)
-    n = keep_count(keep)
-    when = None if at is None else timestamp(at, "at")
+    text, n, when = receipt_input(conversation, receipt, keep, at)
     async with self.transaction(tenant) as conn:
         now = self.now() if when is None else when
         cur = await conn.execute(
@@ -149,7 +145,7 @@ async def list_keys(self: PostgresBackend, *, tenant: str | None = None) -> list
 
 
 async def revoke_key(self: PostgresBackend, key_id: str, *, at: float | None = None) -> bool:
-    when = None if at is None else timestamp(at, "at")
+    when = optional_time(at)
     if not isinstance(key_id, str):
         return False
     now = self.now() if when is None else when

@@ -24,10 +24,10 @@ from ..._errors import ConfigError
 from .._records import KeyRecord, ReceiptRecord
 from .._service_input import (
     KEY_COLUMNS,
-    keep_count,
     key_record,
     key_row,
-    receipt_json,
+    optional_time,
+    receipt_input,
     receipt_record,
     timestamp,
 )
@@ -98,10 +98,7 @@ def record_receipt(
     keep: int = 50,
 ) -> ReceiptRecord:
     """Store the receipt and keep the conversation's newest ``keep``, in one transaction."""
-    _rows.name(conversation, "conversation")
-    text = receipt_json(receipt)
-    n = keep_count(keep)
-    when = None if at is None else timestamp(at, "at")
+    text, n, when = receipt_input(conversation, receipt, keep, at)
     with self._tx(True, tenant) as conn:
         now = timestamp(self.clock(), "the store's clock") if when is None else when
         cur = conn.execute(
@@ -168,7 +165,7 @@ def list_keys(self: SQLiteStore, *, tenant: str | None = None) -> list[KeyRecord
 
 def revoke_key(self: SQLiteStore, key_id: str, *, at: float | None = None) -> bool:
     """Mark the key revoked; False if there is none such or it was revoked already."""
-    when = None if at is None else timestamp(at, "at")
+    when = optional_time(at)
     if not isinstance(key_id, str):
         return False
     with self._tx(True, _rows.EVERY_TENANT) as conn:
