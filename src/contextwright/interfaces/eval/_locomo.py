@@ -125,7 +125,7 @@ def memory_qa_engine(
     Its one source is `RecallSource.for_memory_qa` over ``store``: stored turns
     ranked by full-text evidence spread to neighbours, speaker and date priors,
     and vector evidence from ``embedder`` (``"auto"``, the default: the static
-    word vectors of the ``static`` extra when installed, for English; None:
+    word vectors of the ``static`` extra when installed, for English and Chinese; None:
     lexical; or an `Embedder`, e.g. ``SentenceTransformerEmbedder()``; see
     `TurnRanker.for_memory_qa`), packed exactly to the allowance with
     ``counter`` (``weights``: the ranker's knobs, default `RankWeights()`). Recall
