@@ -116,17 +116,41 @@ class StaticEmbedder:
         return self._table, self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        return self.pool(self.tokens(texts))
+
+    @property
+    def vocabulary(self) -> int:
+        """How many tokens the table holds (token ids run from 0 to this, exclusive)."""
+        return len(self._load()[0])
+
+    def tokens(self, texts: Sequence[str]) -> list[Any]:
+        """Each text's token ids (int64 arrays), as `embed` pools them."""
         table, tokenizer = self._load()
-        out = np.zeros((len(texts), self._dimension), dtype=np.float32)
         rows = len(table)
+        out: list[Any] = []
         for start in range(0, len(texts), self.batch_size):
             chunk = [str(t) for t in texts[start : start + self.batch_size]]
-            encoded = tokenizer.encode_batch(chunk, add_special_tokens=False)
-            for i, enc in enumerate(encoded):
+            for enc in tokenizer.encode_batch(chunk, add_special_tokens=False):
                 ids = np.asarray(enc.ids, dtype=np.int64)
-                ids = ids[(ids >= 0) & (ids < rows)]
-                if len(ids):  # a text with no token (empty) keeps a zero vector
-                    out[start + i] = table[ids].mean(axis=0)
+                out.append(ids[(ids >= 0) & (ids < rows)])
+        return out
+
+    def pool(self, tokens: Sequence[Any], weights: Any = None) -> Vectors:
+        """Unit vectors of token-id arrays: the mean of their rows, or the ``weights``-weighted mean.
+
+        ``weights`` (one float per token of the table) lets a caller weigh tokens
+        by how informative they are (see `history._sif`); None is the plain mean.
+        """
+        table, _ = self._load()
+        out = np.zeros((len(tokens), self._dimension), dtype=np.float32)
+        for i, ids in enumerate(tokens):
+            if not len(ids):  # a text with no token (empty) keeps a zero vector
+                continue
+            if weights is None:
+                out[i] = table[ids].mean(axis=0)
+            else:
+                w = weights[ids]
+                out[i] = w @ table[ids]  # the scale is normalised away
         return normalize_rows(out, self._dimension, who=self.name)
 
     def __repr__(self) -> str:
