@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from ._links import link_scores
+from ._sif import SifPool, can_weigh
 from ._query import STOP_WORDS, QueryAnalysis, analyse, date_matches, speaker_map
 from ._turns import IndexedTurn, TurnIndex, day_label, feedback_terms
 
@@ -96,6 +97,7 @@ class RankWeights:
     link_weight: float = 0.0  # with fill: RRF weight of entity links (``_links.py``; +0.003)
     link_df: int = 5  # a link word is held by at most this many turns
     feedback_with_vectors: bool = False  # keep the feedback search when an embedder is set
+    sif: float = 0.0  # > 0: weigh tokens a / (a + p(w)) when pooling turn vectors (``_sif.py``)
 
 
 class TurnRanker:
@@ -153,23 +155,33 @@ class TurnRanker:
             return 0
         import numpy as np
 
-        name = self.embedder.name
+        sif = self.weights.sif > 0 and can_weigh(self.embedder)
+        name = self.embedder.name + (f"+sif{self.weights.sif}" if sif else "")
         if index.embedded_by not in (None, name):
             index.vectors, index.embedded_by = None, None  # another model: start over
+            index.pooling = None
         done = 0 if index.vectors is None else len(index.vectors)
         todo = [t.text for t in index.turns[done:]]
         if not todo:
             return 0
-        fresh = np.asarray(self.embedder.embed(todo), dtype=np.float32)
-        index.vectors = fresh if index.vectors is None else np.vstack([index.vectors, fresh])
+        if sif:
+            if index.pooling is None:
+                index.pooling = SifPool(self.embedder, self.weights.sif)
+            index.vectors = index.pooling.add(todo, index.vectors)
+        else:
+            fresh = np.asarray(self.embedder.embed(todo), dtype=np.float32)
+            index.vectors = fresh if index.vectors is None else np.vstack([index.vectors, fresh])
         index.embedded_by = name
         return len(todo)
 
-    def embed_query(self, analysis: QueryAnalysis) -> Any:
+    def embed_query(self, analysis: QueryAnalysis, index: TurnIndex | None = None) -> Any:
         """The message's vector, speaker names left out (they are the speaker prior's)."""
         if self.embedder is None:
             return None
-        return self.embedder.embed([analysis.semantic or analysis.text])[0]
+        text = analysis.semantic or analysis.text
+        if index is not None and index.pooling is not None:
+            return index.pooling.query(text)
+        return self.embedder.embed([text])[0]
 
     def feedback_query(
         self, index: TurnIndex, analysis: QueryAnalysis,
