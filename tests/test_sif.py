@@ -67,7 +67,9 @@ def _dense_order(sif: float, texts: Sequence[str], question: str) -> list[str]:
     ranker = TurnRanker(RankWeights(sif=sif), embedder=WordTable())
     ranker.embed_new(index)
     a = analyse(question, index.speakers)
-    ranked = ranker.rank(index, a, {}, len(index), query_vector=ranker.embed_query(a, index), fill=True)
+    ranked = ranker.rank(
+        index, a, {}, len(index), query_vector=ranker.embed_query(a, index), fill=True
+    )
     return [index.turn(p).text for p, _ in ranked]
 
 
@@ -87,10 +89,12 @@ def test_switching_the_weighting_embeds_the_turns_again():
     plain = index.vectors.copy()
     assert index.pooling is None
     assert TurnRanker(RankWeights(sif=0.01), embedder=WordTable()).embed_new(index) == len(TURNS)
-    assert index.embedded_by == "words+sif0.01" and index.pooling is not None
+    assert index.embedded_by == "words+sif0.01"
+    assert index.pooling is not None
     assert not np.allclose(plain, index.vectors)
     assert TurnRanker(embedder=WordTable()).embed_new(index) == len(TURNS)
-    assert index.pooling is None and np.allclose(plain, index.vectors)
+    assert index.pooling is None
+    assert np.allclose(plain, index.vectors)
 
 
 def test_an_embedder_without_tokens_is_pooled_as_before():
@@ -100,16 +104,20 @@ def test_an_embedder_without_tokens_is_pooled_as_before():
         def embed(self, texts: Sequence[str]) -> Any:
             return WordTable().embed(texts)
 
-    assert not can_weigh(Opaque()) and can_weigh(WordTable())
+    assert not can_weigh(Opaque())
+    assert can_weigh(WordTable())
     index = _index(TURNS)
     TurnRanker(RankWeights(sif=0.01), embedder=Opaque()).embed_new(index)
-    assert index.embedded_by == "opaque" and index.pooling is None
+    assert index.embedded_by == "opaque"
+    assert index.pooling is None
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.lists(st.sampled_from([*WORDS, "?"]), max_size=5).map(" ".join), max_size=30),
        st.lists(st.integers(1, 6), max_size=30))  # fmt: skip
-def test_incremental_pooling_keeps_one_row_a_turn_and_fresh_weights(texts: list[str], cuts: list[int]):
+def test_incremental_pooling_keeps_one_row_a_turn_and_fresh_weights(
+    texts: list[str], cuts: list[int]
+):
     pool = SifPool(WordTable(), 0.01)
     vectors: Any = None
     done = 0
@@ -139,7 +147,8 @@ def test_static_pooling_is_the_mean_unless_weighted():
     emb = StaticEmbedder()
     texts = ["Hey Mel! How was the camping trip?", "", "I love painting sunsets"]
     ids = emb.tokens(texts)
-    assert len(ids) == 3 and len(ids[1]) == 0
+    assert len(ids) == 3
+    assert len(ids[1]) == 0
     assert np.allclose(emb.pool(ids), emb.embed(texts))
     ones = np.ones(emb.vocabulary, dtype=np.float32)
     assert np.allclose(emb.pool(ids, ones), emb.embed(texts), atol=1e-6)

@@ -62,8 +62,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from ._links import link_scores
-from ._sif import SifPool, can_weigh
 from ._query import STOP_WORDS, QueryAnalysis, analyse, date_matches, speaker_map
+from ._sif import SifPool, can_weigh
 from ._turns import IndexedTurn, TurnIndex, day_label, feedback_terms
 
 if TYPE_CHECKING:

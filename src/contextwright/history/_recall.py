@@ -327,7 +327,9 @@ class RecallSource(SourceBase):
         # The message's vector is computed on a worker thread while the store searches.
         vector: asyncio.Future[Any] | None = None
         if self.ranker.uses_vectors(index) and index.vectors is not None:
-            vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis, index))
+            vector = asyncio.ensure_future(
+                asyncio.to_thread(self.ranker.embed_query, analysis, index)
+            )
         try:
             scores: dict[int, float] = {}
             if analysis.text.strip():
