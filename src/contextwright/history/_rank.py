@@ -98,9 +98,6 @@ class RankWeights:
     link_df: int = 5  # a link word is held by at most this many turns
     feedback_with_vectors: bool = False  # keep the feedback search when an embedder is set
     sif: float = 0.0  # > 0: weigh tokens a / (a + p(w)) when pooling turn vectors (``_sif.py``)
-    prf_weight: float = 0.0  # RRF weight of the dense feedback list (Rocchio); 0: off
-    prf_beta: float = 1.0  # the second query: q + prf_beta x mean of the seeds' vectors
-    prf_docs: int = 5  # how many of the first fusion's best turns seed it
 
 
 class TurnRanker:
@@ -302,11 +299,6 @@ class TurnRanker:
                 link_scores(index, hits, analysis.text, n, seeds=w.feedback_docs, max_df=w.link_df)
             )
         link_zero = float(max(len(linked), w.rrf_k))
-        prf_rank: Any = None
-        if dense_rank is not None and w.prf_weight > 0 and w.prf_docs > 0:
-            prf_rank = self._dense_feedback(
-                index, query_vector, n, lexical, ranks, zero_rank, dense_rank, extra, extra_ranks
-            )
         out: list[tuple[float, int]] = []  # (-score, -position)
         # Without vectors or fill only turns with lexical evidence can be returned:
         # visit those, not every turn (O(hits), not O(conversation)).
@@ -325,8 +317,6 @@ class TurnRanker:
             if dense_rank is not None and p < len(dense_rank):
                 s += w.dense_weight / (k + float(dense_rank[p]))
                 evidence = evidence or float(dense_score[p]) >= w.dense_min
-            if prf_rank is not None and p < len(prf_rank):
-                s += w.prf_weight / (k + float(prf_rank[p]))
             if not evidence:
                 if not fill:
                     continue
@@ -369,37 +359,6 @@ class TurnRanker:
             for q in range(lo, hi + 1):
                 out[q] = get(q, 0.0) + score * share[q + base]
         return out
-
-    def _dense_feedback(
-        self, index: TurnIndex, query_vector: Any, n: int, lexical: Mapping[int, float],
-        ranks: Mapping[int, float], zero_rank: float, dense_rank: Any,
-        extra: Mapping[int, float], extra_ranks: Mapping[int, float],
-    ) -> Any:  # fmt: skip
-        """Ranks by a second query vector moved toward the first fusion's best turns (Rocchio)."""
-        import numpy as np
-
-        w = self.weights
-        k = float(w.rrf_k)
-        m = len(dense_rank)
-        top = min(w.prf_docs, m)
-        best_dense = np.argpartition(dense_rank, top - 1)[:top] if top < m else np.arange(m)
-        extra_zero = float(max(len(extra), w.rrf_k))
-        fused: list[tuple[float, int]] = []
-        for p in set(lexical) | set(extra) | {int(x) for x in best_dense}:
-            if p >= m:
-                continue
-            s = 1.0 / (k + ranks.get(p, zero_rank)) + w.dense_weight / (k + float(dense_rank[p]))
-            if extra:
-                s += w.feedback_weight / (k + extra_ranks.get(p, extra_zero))
-            fused.append((s, p))
-        seeds = [p for _, p in heapq.nlargest(top, fused)]
-        vectors = index.vectors[:m]
-        q = np.asarray(query_vector, dtype=np.float32) + w.prf_beta * vectors[seeds].mean(axis=0)
-        q /= max(float(np.linalg.norm(q)), 1e-12)
-        order = np.argsort(-(vectors @ q), kind="stable")
-        rank = np.empty(m, dtype=np.float64)
-        rank[order] = np.arange(m, dtype=np.float64)
-        return rank
 
     def _dense(self, index: TurnIndex, query_vector: Any, n: int) -> tuple[Any, Any]:
         """Cosines of the first ``n`` embedded turns, neighbour-smoothed, and their ranks."""
