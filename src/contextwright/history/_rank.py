@@ -97,7 +97,7 @@ class RankWeights:
     link_weight: float = 0.0  # with fill: RRF weight of entity links (``_links.py``; +0.003)
     link_df: int = 5  # a link word is held by at most this many turns
     feedback_with_vectors: bool = False  # keep the feedback search when an embedder is set
-    sif: float = 0.0  # > 0: weigh tokens a / (a + p(w)) when pooling turn vectors (``_sif.py``)
+    sif: float = 0.0  # > 0: tokens weighed a / (a + p(w)) in static turn vectors (``_sif.py``; off)
 
 
 class TurnRanker:
@@ -175,7 +175,10 @@ class TurnRanker:
         return len(todo)
 
     def embed_query(self, analysis: QueryAnalysis, index: TurnIndex | None = None) -> Any:
-        """The message's vector, speaker names left out (they are the speaker prior's)."""
+        """The message's vector, speaker names left out (they are the speaker prior's).
+
+        Pooled as ``index``'s turns were (`_sif.SifPool`) when they are weighted.
+        """
         if self.embedder is None:
             return None
         text = analysis.semantic or analysis.text
