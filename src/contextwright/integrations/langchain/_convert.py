@@ -46,6 +46,7 @@ from langchain_core.messages import (
 )
 
 from ..._errors import InvalidMessageError
+from ...model._checks import _check_metadata
 from ...model._messages import ROLES, Message
 from ...model._native import ProviderPart, ThinkingPart, is_thinking
 from ...model._parts import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
@@ -78,6 +79,7 @@ def _json(value: Any, where: str) -> Any:
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
+        _check_metadata(value, where)  # names a NaN or an infinity
         raise InvalidMessageError(
             where, f"must be JSON-serialisable to be stored ({exc})"
         ) from None

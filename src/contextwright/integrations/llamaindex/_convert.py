@@ -69,7 +69,7 @@ def _json_safe(values: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in values.items():
         try:
-            json.dumps(value)
+            json.dumps(value, allow_nan=False)  # stored: standard JSON, no NaN or infinity
         except (TypeError, ValueError):
             continue  # a provider's object (a streamed delta, a raw response): not history
         out[str(key)] = value
