@@ -52,7 +52,6 @@ _RELATIVE = re.compile(
     r"|(last|this past|past|next|this coming) (week|weekend|month|year|" + "|".join(_WEEKDAY) + r")"
     r"|(a|one|two|three|four|five|six|a few|few|a couple of|couple of|\d+) "
     r"(day|week|month|year)s? (ago|later|from now))\b",
-    re.IGNORECASE,
 )
 _MONTHS_RE = "|".join(sorted(_MONTH, key=len, reverse=True))
 # "21 May, 2023", "8th December 2023", "October 6, 2022", "May 2023", "in May"
@@ -65,7 +64,7 @@ _MONTH_FIRST = re.compile(
 _MONTH_YEAR = re.compile(rf"\b({_MONTHS_RE})\.?,?\s+(\d{{4}})\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
 _WORD = re.compile(r"[a-z]+(?:-[a-z]+)?")
-_MY = re.compile(r"\b(?:my|our)\s+(\w+)(?:\s+(\w+))?", re.IGNORECASE)  # "my (older) sister"
+_MY = re.compile(r"\b(?:my|our)\s+(\w+)(?:\s+(\w+))?")  # "my (older) sister"
 _POSSESSIVE = re.compile(r"\b([A-Z]\w+)['’]s\s+(\w+)")
 
 _FAMILY = ("mom mother mum dad father parents sister sisters brother brothers son sons daughter "
@@ -130,13 +129,24 @@ def _shift_month(year: int, month: int, by: int) -> tuple[int, int]:
     return k // 12, k % 12 + 1
 
 
-def resolve(text: str, created_at: float) -> list[str]:
-    """Date terms of the relative expressions in ``text`` said on ``created_at`` (UTC)."""
+# a word every relative expression holds: most turns have none, and skip the pattern
+_TRIGGERS = frozenset(("yesterday", "today", "tonight", "tomorrow", "last", "past", "next",
+                       "coming", "ago", "later", "now"))  # fmt: skip
+
+
+def resolve(text: str, created_at: float, words: Iterable[str] | None = None) -> list[str]:
+    """Date terms of the relative expressions in ``text`` said on ``created_at`` (UTC).
+
+    ``words`` are the lower-cased words of ``text`` when the caller has them.
+    """
+    low = text.lower()
+    if _TRIGGERS.isdisjoint(_WORD.findall(low) if words is None else words):
+        return []
     day = int(created_at // _DAY)
     t = time.gmtime(created_at)
     out: list[str] = []
-    for m in _RELATIVE.finditer(text):
-        one, when, unit, count, unit2, way = (g and g.lower() for g in m.groups())
+    for m in _RELATIVE.finditer(low):
+        one, when, unit, count, unit2, way = m.groups()
         if one:
             out += _dates(day + {"yesterday": -1, "tomorrow": 1, "last night": -1}.get(one, 0))
         elif when:
@@ -169,11 +179,12 @@ def resolve(text: str, created_at: float) -> list[str]:
 def turn_notes(text: str, created_at: float | None, speaker: str) -> set[str]:
     """The note terms of one turn (see the module docstring); its text is only read."""
     out: set[str] = set()
+    low = text.lower()
+    words = set(_WORD.findall(low))
     if created_at is not None:
         out.add(_dates(int(created_at // _DAY))[0])  # the session's day, as its header says
-        out.update(resolve(text, created_at))
-    low = text.lower()
-    for w in set(_WORD.findall(low)):
+        out.update(resolve(text, created_at, words))
+    for w in words:
         kinds = KINDS.get(w)
         if kinds:
             out.update("k:" + k for k in kinds)
