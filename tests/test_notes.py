@@ -43,6 +43,40 @@ def test_relative_dates_resolve_against_the_turns_day():
     assert resolve("a trip three months ago", _at(2022, 2, 1))[0] == "m:2021-11"
     assert resolve("my trip last year", FRIDAY) == ["y:2021"]
     assert resolve("nothing relative here", FRIDAY) == []
+    # a number too large for a calendar is no date (and no error)
+    assert resolve("99999999999 days ago", FRIDAY) == []
+    assert resolve("12 days ago", FRIDAY)[0] == "d:2022-4-3"
+
+
+_PHRASES = st.sampled_from(
+    [
+        "last",
+        "next",
+        "Friday",
+        "week",
+        "month",
+        "year",
+        "ago",
+        "days",
+        "999",
+        "two",
+        "yesterday",
+        "my",
+        "sister",
+        "Spain",
+        " ",
+        ",",
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_PHRASES, st.text(max_size=5)), max_size=12),
+       st.floats(0, 4e9), st.text(max_size=8))  # fmt: skip
+def test_notes_of_any_text_are_terms_and_never_an_error(words, at, speaker):
+    notes = turn_notes(" ".join(words), at, speaker)
+    assert all(t[:2] in ("d:", "m:", "mo", "y:", "k:", "r:") for t in notes)
+    assert any(t.startswith("d:") for t in notes)  # a dated turn notes its day
 
 
 def test_a_turn_notes_its_day_kinds_and_relations():

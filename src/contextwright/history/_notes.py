@@ -50,7 +50,7 @@ _DAY = 86400
 _RELATIVE = re.compile(
     r"\b(?:(yesterday|today|tonight|tomorrow|last night)"
     r"|(last|this past|past|next|this coming) (week|weekend|month|year|" + "|".join(_WEEKDAY) + r")"
-    r"|(a|one|two|three|four|five|six|a few|few|a couple of|couple of|\d+) "
+    r"|(a|one|two|three|four|five|six|a few|few|a couple of|couple of|\d{1,3}) "
     r"(day|week|month|year)s? (ago|later|from now))\b",
 )
 _MONTHS_RE = "|".join(sorted(_MONTH, key=len, reverse=True))
