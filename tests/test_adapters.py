@@ -635,6 +635,13 @@ USE = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
 RESULT = {"type": "tool_result", "tool_use_id": "t1", "content": "r"}
 A_USE = {"role": "assistant", "content": [{"type": "text", "text": "x"}, USE]}
 CACHED = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
+THINK_ON = {"type": "enabled", "budget_tokens": 1024}
+THOUGHT = {"type": "thinking", "thinking": "t", "signature": "sig"}
+A_THINK_USE = {"role": "assistant", "content": [THOUGHT, USE]}
+A_USE2, A_USE3, A_USE4 = (
+    {"role": "assistant", "content": [{**USE, "id": f"t{k}"}]} for k in (2, 3, 4)
+)
+RESULT2, RESULT3, RESULT4 = ({**RESULT, "tool_use_id": f"t{k}"} for k in (2, 3, 4))
 ANTHROPIC_CASES: list[tuple[object, str, str]] = [
     ("nope", "invalid_request", "request"),
     ({"messages": "x"}, "invalid_request", "messages"),
@@ -668,6 +675,13 @@ ANTHROPIC_CASES: list[tuple[object, str, str]] = [
     (_anth({"role": "user", "content": [{"type": "image", "source": "https://x"}]}), "invalid_block", "messages[0].content[0]"),
     (_anth({"role": "user", "content": [CACHED, CACHED, CACHED]}, system=[CACHED, CACHED]),
      "too_many_cache_controls", "messages[0].content[2]"),
+    # thinking enabled, a tool loop under way: the turn's opening assistant message thinks first
+    (_anth(AU, A_USE, {"role": "user", "content": [RESULT]}, thinking=THINK_ON),
+     "thinking_not_first", "messages[1].content[0]"),
+    (_anth(AU, A_THINK_USE, {"role": "user", "content": [RESULT]}, A_USE2, {"role": "user", "content": [RESULT2]},
+           A_USE3, {"role": "user", "content": [RESULT3]}, {"role": "assistant", "content": "ok"}, AU, A_USE4, {"role": "user", "content": [RESULT4]},
+           thinking=THINK_ON),
+     "thinking_not_first", "messages[9].content[0]"),
 ]  # fmt: skip
 
 
@@ -683,6 +697,27 @@ def test_validator_rule(
     with pytest.raises(ProviderRuleError) as exc:
         validator(payload)
     assert (exc.value.rule, exc.value.where) == (rule, where)
+
+
+def test_thinking_first_only_when_required() -> None:
+    # the loop's later assistant messages continue the turn that thought first
+    loop = [AU, A_THINK_USE, {"role": "user", "content": [RESULT]}, A_USE2,
+            {"role": "user", "content": [RESULT2]}]  # fmt: skip
+    validate_anthropic({"messages": loop, "thinking": THINK_ON})
+    validate_anthropic(
+        {"messages": [*loop, {"role": "assistant", "content": "done"}], "thinking": THINK_ON}
+    )
+    # a new user turn may leave earlier thinking out; without enabled thinking no rule applies
+    plain = [AU, A_USE, {"role": "user", "content": [RESULT]}]
+    validate_anthropic(
+        {"messages": [*plain, {"role": "assistant", "content": "ok"}, AU], "thinking": THINK_ON}
+    )
+    for thinking in (None, {"type": "disabled"}, {"type": "adaptive"}):
+        validate_anthropic({"messages": plain, "thinking": thinking})
+    redacted = {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "d"}, USE]}
+    validate_anthropic(
+        {"messages": [AU, redacted, {"role": "user", "content": [RESULT]}], "thinking": THINK_ON}
+    )
 
 
 def test_validators_accept_good_payloads() -> None:

@@ -160,7 +160,7 @@ def test_memory_and_knowledge_refuse_a_lone_surrogate():
             memory.add_many(scope, ["fine", {"content": BAD}])
         with pytest.raises(ConfigError, match="key holds a lone surrogate"):
             memory.add(scope, "likes tea", key=BAD)
-        with pytest.raises(ConfigError, match="meta holds a lone surrogate"):
+        with pytest.raises(ConfigError, match=r"^meta\['note'\]: holds a lone surrogate"):
             memory.add(scope, "likes tea", meta={"note": BAD})
         for field in ("tenant", "user", "namespace"):
             with pytest.raises(ConfigError, match=f"Scope.{field} holds a lone surrogate"):
@@ -171,7 +171,7 @@ def test_memory_and_knowledge_refuse_a_lone_surrogate():
             knowledge.ingest(f"# Guide\n\n{BAD}", source="guide.md")
         with pytest.raises(ConfigError, match=r"^source holds a lone surrogate"):
             knowledge.ingest("# Guide\n\nfine", source=BAD)
-        with pytest.raises(ConfigError, match=r"^meta holds a lone surrogate"):
+        with pytest.raises(ConfigError, match=r"^meta\['by'\]: holds a lone surrogate"):
             knowledge.ingest("# Guide\n\nfine", source="guide.md", meta={"by": BAD})
         with pytest.raises(InvalidMessageError, match=r"^content: holds a lone surrogate"):
             knowledge.add(BAD, source="faq")

@@ -286,6 +286,45 @@ def test_bad_bodies_answer_422_and_write_nothing(a: httpx.Client) -> None:
     problem(a.get("/v1/conversations/bad"), 404, "NotFoundError")  # still nothing written
 
 
+def test_non_finite_numbers_answer_422_naming_the_field_and_write_nothing(
+    a: httpx.Client,
+) -> None:
+    """Python's json reads NaN, Infinity and 1e400; standard JSON has none of them."""
+    cases = [
+        ("/v1/conversations", '{"id": "nan", "metadata": {"score": NaN}}', "metadata.score"),
+        ("/v1/conversations", '{"id": "nan", "metadata": {"s": [1, 1e400]}}', "metadata.s[1]"),
+        ("/v1/conversations/nan/messages",
+         '{"messages": [{"role": "user", "content": "hi", "metadata": {"w": -Infinity}}]}',
+         "messages[0].metadata.w"),
+        ("/v1/conversations/nan/messages",
+         '{"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t1", '
+         '"name": "f", "input": {"x": NaN}}]}]}', "messages[0].content[0].input.x"),
+        ("/v1/conversations/nan/context", '{"message": "hi", "budget": NaN}', "budget"),
+        ("/v1/memories", '{"user": "nan", "content": "likes tea", "meta": {"w": Infinity}}',
+         "meta.w"),
+        ("/v1/knowledge", '{"text": "# T\\n\\nalpha", "source": "nan.md", "meta": {"w": NaN}}',
+         "meta.w"),
+    ]  # fmt: skip
+    for url, raw, field in cases:
+        r = a.post(url, content=raw.encode(), headers={"content-type": "application/json"})
+        body = problem(r, 422, "RequestValidationError")
+        assert body["field"] == field, body
+        assert "standard JSON cannot hold" in body["detail"]
+    # tool-call arguments are JSON inside a string: the message model refuses them
+    call = {"id": "t1", "type": "function", "function": {"name": "f", "arguments": '{"x": NaN}'}}
+    r = a.post("/v1/conversations/nan/messages",
+               json={"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]})  # fmt: skip
+    field = problem(r, 422, "InvalidMessageError")["field"]
+    assert field == "messages[0].tool_calls[0].function.arguments['x']"
+    problem(a.get("/v1/conversations/nan"), 404, "NotFoundError")  # nothing was written
+    assert a.get("/v1/memories", params={"user": "nan"}).json() == {"memories": []}
+    assert a.post("/v1/knowledge/search", json={"query": "alpha"}).json() == {"hits": []}
+    # a finite number in the same places is kept as sent
+    made = a.post("/v1/conversations", json={"id": "nan", "metadata": {"s": [1, 1e300, -0.5]}})
+    assert made.status_code == 201
+    assert a.get("/v1/conversations/nan").json()["metadata"] == {"s": [1, 1e300, -0.5]}
+
+
 def test_oversize_bodies_answer_413(a: httpx.Client) -> None:
     big = {"messages": [{"role": "user", "content": "x" * MAX_BODY}]}
     problem(a.post("/v1/conversations/big/messages", json=big), 413, "BodyTooLarge")

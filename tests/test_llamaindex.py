@@ -17,6 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from llama_index.core.base.llms.types import (
     AudioBlock,
+    CacheControl,
+    CachePoint,
     ChatMessage,
     ImageBlock,
     MessageRole,
@@ -48,6 +50,7 @@ from contextwright.integrations.llamaindex import (
     message_from_chat,
     to_llamaindex,
 )
+from contextwright.model._native import ThinkingPart
 
 from .conftest import TEXT, conversations
 
@@ -160,13 +163,18 @@ def test_the_conversion_conventions(tmp_path: Path) -> None:
         role=MessageRole.FUNCTION, content="42", additional_kwargs={"tool_call_id": "c1"}
     )
     assert message_from_chat(fn).tool_results[0].content == "42"
-    # thinking and cache points are not conversation; non-JSON kwargs are not kept
+    # the model's thinking is a part (tests/test_llamaindex_thinking.py); cache points are
+    # provider hints, not conversation; non-JSON kwargs are not kept
     thought = ChatMessage(
         role="assistant",
-        blocks=[ThinkingBlock(content="hmm"), TextBlock(text="ok")],
+        blocks=[
+            ThinkingBlock(content="hmm"),
+            CachePoint(cache_control=CacheControl(type="ephemeral")),
+            TextBlock(text="ok"),
+        ],
         additional_kwargs={"raw": object()},
     )
-    assert shape(message_from_chat(thought)) == ("assistant", (TextPart("ok"),))
+    assert shape(message_from_chat(thought)) == ("assistant", (ThinkingPart("hmm"), TextPart("ok")))
     assert to_llamaindex([message_from_chat(thought)])[0].additional_kwargs == {}
     # an image given by path is read into data
     # (a one-pixel PNG)

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import InvalidMessageError
+from ..model._checks import _check_metadata
 from ..model._native import ProviderPart, ThinkingPart, dump_payload
 from ..model._parts import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
 from ._common import expect_list, expect_mapping, expect_str, opt_str, parse_data_url
@@ -222,6 +223,7 @@ def read_block(
         try:
             arguments = json.dumps(tool_input, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
+            _check_metadata(tool_input, f"{where}.input")  # names a NaN or an infinity
             raise InvalidMessageError(f"{where}.input", f"is not JSON ({exc})") from None
         call_names[call_id] = name
         native = None if set(block) <= _PLAIN["tool_use"] else _kept(block, where)

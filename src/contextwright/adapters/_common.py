@@ -8,12 +8,12 @@ never surfaces as a `KeyError` or `TypeError`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import InvalidMessageError
+from ..model._checks import load_json
 from ..model._messages import Message
 from ..model._parts import ImagePart, Part, TextPart
 
@@ -111,11 +111,9 @@ def opt_str(value: object, where: str) -> str | None:
 
 
 def check_arguments(arguments: str, where: str) -> str:
-    """Tool-call arguments must be a JSON object as text (empty text means ``{}``)."""
-    try:
-        parsed = json.loads(arguments or "{}")
-    except ValueError as exc:
-        raise InvalidMessageError(where, f"is not valid JSON ({exc})") from None
+    """Tool-call arguments must be a JSON object as text (empty text means ``{}``), standard
+    JSON: no NaN or infinity (`load_json`)."""
+    parsed = load_json(arguments or "{}", where)
     if not isinstance(parsed, dict):
         raise InvalidMessageError(where, "must be a JSON object")
     return arguments

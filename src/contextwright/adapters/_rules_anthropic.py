@@ -14,6 +14,12 @@ first of these it finds, quoting the API's own message where it has one:
 * ``invalid_thinking`` — thinking blocks belong to assistant turns and come back
   as returned: ``thinking`` with its text and ``signature``, ``redacted_thinking``
   with its ``data``;
+* ``thinking_not_first`` — with ``thinking`` enabled in the request, during a tool
+  loop (the last user message answers tool calls) the assistant message that
+  opened the turn must start with its thinking: "When `thinking` is enabled, a
+  final `assistant` message must start with a thinking block (preceding the
+  lastmost set of `tool_use` and `tool_result` blocks)". Checked only when the
+  body says ``"thinking": {"type": "enabled"}`` (adaptive thinking may not think);
 * ``roles_not_alternating`` — the API now merges consecutive same-role turns, but
   a merged turn can put text before tool results, so the renderer never emits
   them and the validator flags them;
@@ -309,6 +315,7 @@ def validate_anthropic(request: Mapping[str, Any]) -> None:
                 )
         prev_role = role
 
+    _check_thinking_first(request, messages)
     final = messages[-1]
     if final.get("role") == "assistant":
         content = final.get("content")
@@ -340,3 +347,48 @@ def validate_anthropic(request: Mapping[str, Any]) -> None:
             )
         if ttl != "1h" and short is None:
             short = where
+
+
+def _check_thinking_first(request: Mapping[str, Any], messages: list[Any]) -> None:
+    """With thinking enabled and a tool loop under way, the turn's first assistant message thinks first.
+
+    Without interleaved thinking the model thinks once, at the start of its turn;
+    the assistant messages after tool results continue that turn. The turn starts
+    after the last user message that is not only tool results.
+    """
+    thinking = request.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") != "enabled":
+        return
+    if not _only_results(messages[-1]):
+        return  # a new user turn (or a prefill): earlier thinking may be left out
+    start = len(messages) - 1
+    while start > 0 and not (
+        messages[start]["role"] == "user" and not _only_results(messages[start])
+    ):
+        start -= 1
+    opener = next(
+        (i for i in range(start, len(messages)) if messages[i]["role"] == "assistant"), None
+    )
+    if opener is None:
+        return  # the validation above has already refused results with no call
+    content = messages[opener].get("content")
+    first = content[0].get("type") if isinstance(content, list) and content else "text"
+    if first not in ("thinking", "redacted_thinking"):
+        _anth(
+            f"messages[{opener}].content[0]",
+            "thinking_not_first",
+            f"Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` "
+            "is enabled, a final `assistant` message must start with a thinking block "
+            "(preceding the lastmost set of `tool_use` and `tool_result` blocks)",
+        )
+
+
+def _only_results(message: Mapping[str, Any]) -> bool:
+    """Whether a user message holds tool results and nothing else."""
+    content = message.get("content")
+    return (
+        message.get("role") == "user"
+        and isinstance(content, list)
+        and bool(content)
+        and all(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
+    )

@@ -82,6 +82,7 @@ class QueryAnalysis:
     months: frozenset[int] = frozenset()
     years: frozenset[int] = frozenset()
     present: bool = False  # asks about the present ("now", 现在): the recency prior applies
+    query: str = ""  # the message as given (turn notes read its dates and possessives)
 
 
 def analyse(query: str, speakers: Mapping[str, str] | None = None) -> QueryAnalysis:
@@ -141,7 +142,13 @@ def analyse(query: str, speakers: Mapping[str, str] | None = None) -> QueryAnaly
         kept = "".join(pieces)
     semantic = " ".join(kept.split())
     return QueryAnalysis(
-        " ".join(words), semantic, frozenset(named), frozenset(months), frozenset(years), present
+        " ".join(words),
+        semantic,
+        frozenset(named),
+        frozenset(months),
+        frozenset(years),
+        present,
+        query,
     )
 
 

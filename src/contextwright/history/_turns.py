@@ -24,6 +24,7 @@ from typing import Any, cast
 from ..model._messages import Message
 from ..stores import MessageOutline
 from ..text._terms import CJK_RUN, CJK_STOP_CHARS, bigrams
+from ._notes import NoteIndex, turn_notes
 from ._query import MONTH_NAMES, add_speaker
 
 __all__ = ["FEEDBACK_WORD", "IndexedTurn", "TurnIndex", "day_label", "feedback_terms"]
@@ -105,6 +106,7 @@ class TurnIndex:
         self._df_turns = 0  # how many turns ``_df`` has counted
         self._words: list[frozenset[str]] = []  # see `postings`
         self._postings: defaultdict[str, list[int]] = defaultdict(list)
+        self._notes: NoteIndex | None = None  # see `notes`
         self._session = 0
         self._last_at: float | None = None  # the newest turn's time
         self._named: set[str] = set()
@@ -167,6 +169,21 @@ class TurnIndex:
                 for w in words:
                     postings[w].append(p)
         return self._postings
+
+    @property
+    def notes(self) -> NoteIndex:
+        """Each turn's notes (``_notes.py``: dates and entities read from it), kept up to date.
+
+        Made when first asked for, as `postings` is: only a ranking with
+        ``note_weight`` reads them, so no other configuration pays.
+        """
+        notes = self._notes
+        if notes is None:
+            notes = self._notes = NoteIndex()
+        for p in range(notes.size, len(self)):
+            t = self.turn(p)
+            notes.add(turn_notes(t.text, t.created_at, t.speaker))
+        return notes
 
     @property
     def words(self) -> list[frozenset[str]]:

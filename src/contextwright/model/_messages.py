@@ -17,6 +17,7 @@ results without their call and calls without all their results are reported as
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -110,8 +111,13 @@ class Message:
                 f"{prefix}parts", "a tool message needs at least one tool result"
             )
         _require_str(self.id, f"{prefix}id")
-        if self.created_at is not None and not isinstance(self.created_at, (int, float)):
-            raise InvalidMessageError(f"{prefix}created_at", "must be seconds since the epoch")
+        if self.created_at is not None and (
+            not isinstance(self.created_at, (int, float)) or not math.isfinite(self.created_at)
+        ):  # NaN or infinity: not a time, and not JSON (to_dict is sent and exported as JSON)
+            raise InvalidMessageError(
+                f"{prefix}created_at",
+                f"must be seconds since the epoch (a finite number), got {self.created_at!r}",
+            )
         if self.name is not None:
             _require_str(self.name, f"{prefix}name")
         if not isinstance(self.metadata, Mapping):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import InvalidMessageError
-from ._checks import _require_str, check_unicode
+from ._checks import _require_str, check_unicode, dump_json, load_json
 
 __all__ = [
     "PROVIDERS",
@@ -60,12 +60,7 @@ def dump_payload(data: object, where: str) -> str:
     """
     if not isinstance(data, Mapping):
         raise InvalidMessageError(where, f"must be a JSON object, got {type(data).__name__}")
-    try:
-        return json.dumps(
-            data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=True
-        )
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidMessageError(where, f"is not JSON ({exc})") from None
+    return dump_json(data, where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +134,7 @@ class ProviderPart:
             raise InvalidMessageError(f"{where}.payload", "must be JSON text")
         if not self.payload.isascii():
             check_unicode(self.payload, f"{where}.payload")
-        try:
-            parsed = json.loads(self.payload)
-        except (ValueError, RecursionError) as exc:
-            raise InvalidMessageError(f"{where}.payload", f"is not JSON ({exc})") from None
+        parsed = load_json(self.payload, f"{where}.payload")
         if not isinstance(parsed, dict):
             raise InvalidMessageError(f"{where}.payload", "must be a JSON object")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from .._errors import InvalidMessageError
-from ._checks import _check_metadata, _require_str, check_unicode
+from ._checks import _check_metadata, _require_str, check_unicode, load_json
 from ._native import ProviderPart, ThinkingPart, dump_payload
 
 __all__ = [
@@ -89,10 +89,7 @@ class ToolCallPart:
         _require_str(self.id, f"{where}.id")
         _require_str(self.name, f"{where}.name")
         _require_str(self.arguments, f"{where}.arguments", empty_ok=True)
-        try:
-            parsed = json.loads(self.arguments or "{}")
-        except ValueError as exc:
-            raise InvalidMessageError(f"{where}.arguments", f"is not valid JSON ({exc})") from None
+        parsed = load_json(self.arguments or "{}", f"{where}.arguments")
         if not isinstance(parsed, dict):
             raise InvalidMessageError(f"{where}.arguments", "must be a JSON object")
         if "\\u" in self.arguments:  # a "\ud800" escape decodes to a lone surrogate

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from .._errors import ConfigError, InvalidMessageError
-from ..model._checks import check_unicode, unicode_problem
+from ..model._checks import check_unicode, dump_json, unicode_problem
 from ..text._chunk import Chunk, chunk_document
 from ..text._scores import SearchWeights
 from ..tokens._count import TokenCounter
@@ -157,16 +157,16 @@ def add(
 def dump_metas(
     chunks: Sequence[Chunk], meta: Mapping[str, Any] | None, extra: Mapping[str, Any]
 ) -> list[str]:
-    """Each chunk's metadata as JSON (the ingest's, then ``extra``, then the chunk's own)."""
+    """Each chunk's metadata as JSON (the ingest's, then ``extra``, then the chunk's own).
+
+    Standard JSON (`dump_json`): a value that is not JSON, a NaN or an infinity,
+    is a `ConfigError` naming its path under ``meta``, before anything is written.
+    """
     base = dict(meta or {})
     try:
-        metas = [json.dumps({**base, **extra, **c.meta}, ensure_ascii=False) for c in chunks]
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"meta must be JSON-serialisable: {exc}") from exc
-    for text in metas:
-        if (problem := unicode_problem(text)) is not None:
-            raise ConfigError(f"meta {problem}")
-    return metas
+        return [dump_json({**base, **extra, **c.meta}, "meta") for c in chunks]
+    except InvalidMessageError as exc:  # meta is an argument of the ingest: ConfigError
+        raise ConfigError(str(exc)) from None
 
 
 # -- reads -------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from .._errors import ConfigError, InvalidMessageError
 from ..llm._embed import Vectors, normalize_rows
-from ..model._checks import unicode_problem
+from ..model._checks import dump_json
 from ._memory import (
     Memory,
     Scope,
@@ -82,11 +82,9 @@ def prepare_item(i: int, item: str | Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"{where}.source_message_ids must be a sequence of strings")
     meta = dict(item.get("meta") or {})
     try:
-        meta_json = json.dumps(meta, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}.meta must be JSON-serialisable: {exc}") from exc
-    if (problem := unicode_problem(meta_json)) is not None:
-        raise ConfigError(f"{where}.meta {problem}")
+        meta_json = dump_json(meta, f"{where}.meta" if i else "meta")
+    except InvalidMessageError as exc:  # a setting-like argument: ConfigError, as the others
+        raise ConfigError(str(exc)) from None
     return {
         "content": check_content(item.get("content"), f"{where}.content" if i else "content"),
         "category": check_category(item.get("category", "fact")),

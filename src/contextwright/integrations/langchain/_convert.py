@@ -6,20 +6,26 @@ developer when its ``additional_kwargs`` say ``__openai_role__: developer``;
 `ToolCallPart`s with their ids and arguments; `ToolMessage` → tool, one
 `ToolResultPart` with ``tool_call_id``, tool ``name`` and ``status``; a `ChatMessage`
 of one of those roles), ``name`` and ``id``; text and image content blocks become
-`TextPart`s and `ImagePart`s. What does not map is kept in the message metadata
-under ``"langchain"`` and restored from there: ``additional_kwargs``,
+`TextPart`s and `ImagePart`s; an assistant message's reasoning — thinking blocks
+with their signatures, Responses reasoning items and the ids of the calls they led
+to — becomes `ThinkingPart`s, `ProviderPart`s and the calls' native forms
+(`_reasoning`). What does not map is kept in the message metadata under
+``"langchain"`` and restored from there: ``additional_kwargs``,
 ``response_metadata``, ``usage_metadata``, ``invalid_tool_calls``, a JSON
 ``artifact``, the shape of list content (which block each part came from, its
-extra keys) and content blocks the model has no part for (reasoning, provider
-blocks). A contextwright message's own ``metadata``, ``created_at`` and ``seq``
-travel the other way in ``response_metadata["contextwright"]``, which LangChain
-never sends to a provider.
+extra keys) and content blocks the model has no part for (provider blocks, a
+``tool_use`` copy of a tool call, reasoning of no known provider). A
+contextwright message's own ``metadata``, ``created_at`` and ``seq`` travel the
+other way in ``response_metadata["contextwright"]``, which LangChain never sends
+to a provider.
 
 ``for_model=True`` (what the middleware hands the model) leaves out the blocks
 with no part and the stored provider metadata: the engine counted the parts, and
-only what it counted is sent. A tool message holding several results (as read
-from an Anthropic request) becomes one `ToolMessage` per result, ids ``id``,
-``id~1``, …; `from_langchain_messages` joins them again.
+only what it counted is sent — the thinking with it, in its place, as the
+providers require it back. The ``response_metadata`` keys that say how to read
+the content (``output_version``, ``model_provider``) stay. A tool message holding
+several results (as read from an Anthropic request) becomes one `ToolMessage` per
+result, ids ``id``, ``id~1``, …; `from_langchain_messages` joins them again.
 """
 
 from __future__ import annotations
@@ -40,14 +46,30 @@ from langchain_core.messages import (
 )
 
 from ..._errors import InvalidMessageError
+from ...model._checks import _check_metadata
 from ...model._messages import ROLES, Message
+from ...model._native import ProviderPart, ThinkingPart, is_thinking
 from ...model._parts import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
+from ._reasoning import (
+    FC_IDS,
+    THINKING_SLOTS,
+    call_block,
+    call_ids,
+    call_natives,
+    fits_slot,
+    reasoning_kwarg,
+    thinking_in,
+    thinking_out,
+)
 
 __all__ = ["from_langchain", "from_langchain_messages", "to_langchain", "to_langchain_messages"]
 
 LC = "langchain"  # the metadata key of what LangChain has and the message model does not
 CW = "contextwright"  # the response_metadata key of what contextwright has and LangChain does not
 _DEV = "__openai_role__"
+# response_metadata keys that say how to read the content (langchain-anthropic translates
+# v1 blocks only when they say "v1"): kept in what the model gets; LangChain sends none.
+_FORMAT = ("output_version", "model_provider")
 _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,(.*)", re.DOTALL)
 _Content = str | list[str | dict[str, Any]]
 
@@ -57,6 +79,7 @@ def _json(value: Any, where: str) -> Any:
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
+        _check_metadata(value, where)  # names a NaN or an infinity
         raise InvalidMessageError(
             where, f"must be JSON-serialisable to be stored ({exc})"
         ) from None
@@ -116,30 +139,30 @@ def _image_in(block: Mapping[str, Any], where: str) -> tuple[ImagePart, dict[str
 
 
 def _parts_in(
-    content: Any, where: str, images: bool, as_list: bool
-) -> tuple[list[TextPart | ImagePart], list[Any] | None]:
+    content: Any, where: str, role: str, as_list: bool
+) -> tuple[list[Part], list[Any] | None]:
     """Parts of LangChain content, and its template (None when the parts alone restore it).
 
-    ``images``: whether the role holds image parts (user and tool messages); for
-    the others an image block is kept as a block the model has no part for.
+    Image blocks are parts of user and tool messages, reasoning blocks of assistant
+    messages (`_reasoning`); elsewhere such a block is kept as a block the model has
+    no part for.
     """
-    parts, tpl = _read_content(content, where, images)
+    parts, tpl = _read_content(content, where, role)
     if tpl is not None and _content_out(parts, None, False, as_list=as_list) == content:
         return parts, None  # the default shape: nothing to remember
     return parts, tpl
 
 
-def _read_content(
-    content: Any, where: str, images: bool
-) -> tuple[list[TextPart | ImagePart], list[Any] | None]:
+def _read_content(content: Any, where: str, role: str) -> tuple[list[Part], list[Any] | None]:
     if isinstance(content, str):
         return ([TextPart(content)] if content else []), None
     if not isinstance(content, list):
         raise InvalidMessageError(
             where, f"must be a string or a list, got {type(content).__name__}"
         )
-    parts: list[TextPart | ImagePart] = []
+    parts: list[Part] = []
     tpl: list[Any] = []
+    images = role in ("user", "tool")
     for i, block in enumerate(content):
         here = f"{where}[{i}]"
         if isinstance(block, str):
@@ -155,10 +178,16 @@ def _read_content(
             rest = {k: v for k, v in block.items() if k not in ("type", "text")}
             tpl.append({"t": "text", "rest": _json(rest, here)} if rest else {"t": "text"})
             continue
-        image = _image_in(block, here) if images else None
-        if image is not None:
-            parts.append(image[0])
-            tpl.append(image[1])
+        found = (
+            _image_in(block, here)
+            if images
+            else thinking_in(block, here)
+            if role == "assistant"
+            else None
+        )
+        if found is not None:
+            parts.append(found[0])
+            tpl.append(found[1])
         else:
             tpl.append({"t": "keep", "block": _json(dict(block), here)})
     for i, p in enumerate(parts):
@@ -191,23 +220,34 @@ def _image_out(p: ImagePart, tpl: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _fits(parts: Sequence[Part], tpl: Sequence[Any]) -> bool:
     """Whether a stored template still describes ``parts`` (the engine may have shortened them)."""
-    slots = [t["t"] for t in tpl if t["t"] != "keep"]
+    slots = [t["t"] for t in tpl if t["t"] not in ("keep", "fc")]
     if len(slots) != len(parts):
         return False
     for slot, p in zip(slots, parts, strict=True):
-        if (slot in ("s", "text")) != isinstance(p, TextPart):
+        if slot in THINKING_SLOTS:
+            if not fits_slot(slot, p):
+                return False
+        elif (slot in ("s", "text")) != isinstance(p, TextPart) or is_thinking(p):
             return False
     return True
 
 
 def _content_out(
-    parts: Sequence[Part], tpl: Any, for_model: bool, *, as_list: bool = False
+    parts: Sequence[Part],
+    tpl: Any,
+    for_model: bool,
+    *,
+    as_list: bool = False,
+    calls: Sequence[ToolCallPart] = (),
 ) -> _Content:
     """LangChain content for text and image ``parts``, in the shape the template recorded.
 
     Without a template, one text part (or none) is a string unless ``as_list``
-    (a tool result's content given as parts).
+    (a tool result's content given as parts). A template whose reasoning the engine
+    left out (older thinking goes first) still shapes the rest.
     """
+    if isinstance(tpl, list) and not any(is_thinking(p) for p in parts):
+        tpl = [t for t in tpl if t["t"] not in THINKING_SLOTS]
     if isinstance(tpl, list) and _fits(parts, tpl):
         out: list[str | dict[str, Any]] = []
         it = iter(parts)
@@ -215,6 +255,11 @@ def _content_out(
             if t["t"] == "keep":
                 if not for_model:
                     out.append(dict(t["block"]))
+                continue
+            if t["t"] == "fc":  # a Responses function call item, its id counted with the call
+                fc = call_block(calls, t)
+                if fc is not None:
+                    out.append(fc)
                 continue
             p = next(it)
             if isinstance(p, TextPart):
@@ -225,6 +270,10 @@ def _content_out(
                 )
             elif isinstance(p, ImagePart):
                 out.append(_image_out(p, t))
+            elif isinstance(p, (ThinkingPart, ProviderPart)):
+                block = thinking_out(p, t)
+                if block is not None:
+                    out.append(block)
         return out
     if not as_list and all(isinstance(p, TextPart) for p in parts) and len(parts) <= 1:
         return parts[0].text if parts else ""  # type: ignore[union-attr]
@@ -234,6 +283,10 @@ def _content_out(
             blocks.append({"type": "text", "text": p.text})
         elif isinstance(p, ImagePart):
             blocks.append(_image_out(p, None))
+        elif isinstance(p, (ThinkingPart, ProviderPart)):
+            block = thinking_out(p, None)
+            if block is not None:
+                blocks.append(block)
     return blocks
 
 
@@ -272,39 +325,51 @@ def from_langchain(message: BaseMessage, *, where: str = "message") -> Message:
     kwargs = dict(message.additional_kwargs)
     if role == "developer":
         kwargs.pop(_DEV, None)
-    if kwargs:
-        lc["additional_kwargs"] = _json(kwargs, f"{where}.additional_kwargs")
     response = dict(message.response_metadata)
     own = response.pop(CW, None)
     if response:
         lc["response_metadata"] = _json(response, f"{where}.response_metadata")
     own = own if isinstance(own, Mapping) else {}
     name = message.name
-    images = role in ("user", "tool")
     as_list = isinstance(message, ToolMessage)  # a tool result's parts are a list
-    content_parts, tpl = _parts_in(message.content, f"{where}.content", images, as_list)
+    content_parts, tpl = _parts_in(message.content, f"{where}.content", role, as_list)
     if tpl is not None:
         lc["content"] = tpl
     parts: list[Part] = list(content_parts)
+    kw_reasoning = (
+        reasoning_kwarg(kwargs["reasoning"], f"{where}.additional_kwargs.reasoning")
+        if role == "assistant" and "reasoning" in kwargs
+        else None
+    )
+    if kw_reasoning is not None:  # the model's reasoning: a part, counted and sent, first
+        parts.insert(0, kw_reasoning)
+        lc["reasoning"] = True
+        kwargs.pop("reasoning")
     if isinstance(message, ToolMessage):
         if message.artifact is not None:
             lc["artifact"] = _json(message.artifact, f"{where}.artifact")
         content: str | tuple[TextPart | ImagePart, ...] = (
-            message.content if isinstance(message.content, str) else tuple(content_parts)
+            message.content
+            if isinstance(message.content, str)
+            else tuple(cast("list[TextPart | ImagePart]", content_parts))
         )
         parts = [ToolResultPart(message.tool_call_id, content, message.status == "error", name)]
         name = own.get("name")
     elif isinstance(message, AIMessage):
+        calls = []
         for i, call in enumerate(message.tool_calls):
             args = _json(call["args"], f"{where}.tool_calls[{i}].args")
             call_id = call.get("id") or f"call_{uuid.uuid4().hex}"
-            parts.append(ToolCallPart(call_id, call["name"], json.dumps(args, ensure_ascii=False)))
+            calls.append(ToolCallPart(call_id, call["name"], json.dumps(args, ensure_ascii=False)))
+        parts += call_natives(calls, kwargs, tpl, lc)
         if message.invalid_tool_calls:
             lc["invalid_tool_calls"] = _json(
                 [dict(c) for c in message.invalid_tool_calls], f"{where}.invalid_tool_calls"
             )
         if message.usage_metadata:
             lc["usage_metadata"] = _json(dict(message.usage_metadata), f"{where}.usage_metadata")
+    if kwargs:
+        lc["additional_kwargs"] = _json(kwargs, f"{where}.additional_kwargs")
     metadata = dict(own.get("metadata") or {})
     if lc:
         metadata[LC] = lc
@@ -363,7 +428,11 @@ def to_langchain(message: Message, *, for_model: bool = False) -> list[BaseMessa
     kw: dict[str, Any] = {"id": message.id}
     if not for_model:
         kw["additional_kwargs"] = dict(lc.get("additional_kwargs", {}))
-    kw["response_metadata"] = _own(message, lc if not for_model else {})
+    if for_model:  # what tells LangChain the content's format (v1 blocks) still goes
+        fmt = {k: v for k, v in lc.get("response_metadata", {}).items() if k in _FORMAT}
+        kw["response_metadata"] = _own(message, {"response_metadata": fmt})
+    else:
+        kw["response_metadata"] = _own(message, lc)
     tpl = lc.get("content")
     if message.role == "tool":
         results = message.tool_results
@@ -393,7 +462,17 @@ def to_langchain(message: Message, *, for_model: bool = False) -> list[BaseMessa
         return out
     kw["name"] = message.name
     text_parts = [p for p in message.parts if not isinstance(p, ToolCallPart)]
-    content = _content_out(text_parts, tpl, for_model)
+    first = text_parts[0] if text_parts else None
+    if lc.get("reasoning") and isinstance(first, ProviderPart) and is_thinking(first):
+        # written back where langchain-openai keeps it, also for the model (it was counted)
+        kw["additional_kwargs"] = {**kw.get("additional_kwargs", {}), "reasoning": first.data}
+        text_parts = text_parts[1:]
+    if lc.get("fc_ids"):  # the Responses ids of the calls, kept with them
+        kw["additional_kwargs"] = {
+            **kw.get("additional_kwargs", {}),
+            FC_IDS: call_ids(message.tool_calls),
+        }
+    content = _content_out(text_parts, tpl, for_model, calls=message.tool_calls)
     if lc.get("chat") and not message.tool_calls:
         return [ChatMessage(content=content, role=message.role, **kw)]
     if message.role == "assistant":

@@ -1,5 +1,6 @@
 """LlamaIndex ``ChatMessage`` to and from contextwright `Message`, without loss of what a
-model needs: roles, text, images, tool calls with their ids and arguments, tool results.
+model needs: roles, text, images, the model's thinking, tool calls with their ids and
+arguments, tool results.
 
 Conventions where the two models differ:
 
@@ -17,9 +18,18 @@ Conventions where the two models differ:
 * **Other keys of** ``additional_kwargs`` ride along in the message's metadata
   (``metadata["llamaindex"]["additional_kwargs"]``, JSON values only) and come back:
   LlamaIndex's LLM classes send that dict to the provider, so nothing is added to it.
-* **Blocks without an equivalent**: ``CachePoint`` and ``ThinkingBlock`` are left out
-  (provider hints and the model's own reasoning, not conversation); audio, video,
-  documents and citations are refused with `InvalidMessageError` naming the block.
+* **Thinking**: a ``ThinkingBlock`` of an assistant message is a `ThinkingPart`, counted
+  and sent back unchanged (Anthropic rejects a tool loop whose last assistant turn lost
+  its thinking): its ``content`` the text, ``additional_information["signature"]`` (where
+  llama-index-llms-anthropic keeps it) the signature, and
+  ``{"type": "redacted_thinking", "data": ...}`` redacted thinking. What else the
+  block holds (``num_tokens``, other ``additional_information`` keys, a ``None``
+  content) rides in ``metadata["llamaindex"]["thinking"]``, one entry per part, and
+  comes back. A signature that is not a string is refused. Thinking in another role's
+  message is not the model's own and is left out.
+* **Blocks without an equivalent**: ``CachePoint`` is left out (a provider hint, not
+  conversation); audio, video, documents and citations are refused with
+  `InvalidMessageError` naming the block.
   Images keep their URL (pydantic normalises it, e.g. a trailing ``/`` on a bare
   host) or their base64 data and media type; an image given by path is read.
 """
@@ -43,6 +53,7 @@ from llama_index.core.base.llms.types import (
 
 from ..._errors import InvalidMessageError
 from ...model._messages import Message
+from ...model._native import ThinkingPart
 from ...model._parts import ImagePart, Part, TextPart, ToolCallPart, ToolResultPart
 
 __all__ = ["chat_from_message", "from_llamaindex", "message_from_chat", "to_llamaindex"]
@@ -58,7 +69,7 @@ def _json_safe(values: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in values.items():
         try:
-            json.dumps(value)
+            json.dumps(value, allow_nan=False)  # stored: standard JSON, no NaN or infinity
         except (TypeError, ValueError):
             continue  # a provider's object (a streamed delta, a raw response): not history
         out[str(key)] = value
@@ -130,7 +141,58 @@ def _image(block: ImageBlock, where: str) -> ImagePart:
     )  # fmt: skip
 
 
-def _parts(blocks: Sequence[ContentBlock], where: str) -> list[Part]:
+def _thinking(block: ThinkingBlock, where: str) -> tuple[ThinkingPart, dict[str, Any]]:
+    """A ``ThinkingBlock`` as a `ThinkingPart` and what else it holds (to write it back).
+
+    The signature is ``additional_information["signature"]`` (where
+    llama-index-llms-anthropic keeps it); a block whose ``additional_information``
+    is ``{"type": "redacted_thinking", "data": ...}`` is redacted thinking.
+    """
+    info = _json_safe(block.additional_information)
+    content = block.content
+    if content is not None and not isinstance(content, str):
+        raise InvalidMessageError(f"{where}.content", "must be a string")
+    record: dict[str, Any] = {}
+    data = info.get("data")
+    if info.get("type") == "redacted_thinking" and isinstance(data, str) and data and not content:
+        part = ThinkingPart(redacted=True, data=data)
+        info = {k: v for k, v in info.items() if k != "data"}
+        if content == "":
+            record["empty"] = True
+    else:
+        signature = info.pop("signature", None)
+        if signature is not None and not isinstance(signature, str):
+            raise InvalidMessageError(
+                f"{where}.additional_information.signature", "must be a string"
+            )
+        part = ThinkingPart(content or "", signature)
+        if content is None:
+            record["none"] = True
+    if info:
+        record["info"] = info
+    if block.num_tokens is not None:
+        record["num_tokens"] = block.num_tokens
+    return part, record
+
+
+def _thinking_block(part: ThinkingPart, record: Mapping[str, Any]) -> ThinkingBlock:
+    info = dict(record.get("info", {}))
+    if part.redacted:
+        info = {"type": "redacted_thinking", **info, "data": part.data}
+        content = "" if record.get("empty") else None
+    else:
+        if part.signature is not None:
+            info["signature"] = part.signature
+        content = None if record.get("none") and not part.text else part.text
+    return ThinkingBlock(
+        content=content, num_tokens=record.get("num_tokens"), additional_information=info
+    )
+
+
+def _parts(
+    blocks: Sequence[ContentBlock], where: str, role: str, thinking: list[dict[str, Any]]
+) -> list[Part]:
+    """The parts of ``blocks``; what a thinking block holds besides its part goes to ``thinking``."""
     parts: list[Part] = []
     for i, block in enumerate(blocks):
         here = f"{where}.blocks[{i}]"
@@ -140,6 +202,10 @@ def _parts(blocks: Sequence[ContentBlock], where: str) -> list[Part]:
             parts.append(_image(block, here))
         elif isinstance(block, ToolCallBlock):
             parts.append(_call(block.tool_call_id, block.tool_name, block.tool_kwargs, here))
+        elif isinstance(block, ThinkingBlock) and role == "assistant":
+            part, record = _thinking(block, here)
+            parts.append(part)
+            thinking.append(record)
         elif isinstance(block, (CachePoint, ThinkingBlock)):
             continue
         else:
@@ -160,7 +226,8 @@ def message_from_chat(chat: ChatMessage, where: str = "message") -> Message:
     if role is None:
         raise InvalidMessageError(f"{where}.role", f"unknown role {raw_role!r}")
     kwargs = dict(chat.additional_kwargs)
-    parts = _parts(chat.blocks, where)
+    thinking: list[dict[str, Any]] = []
+    parts = _parts(chat.blocks, where, role, thinking)
     legacy = kwargs.pop("tool_calls", None)
     if legacy:
         known = {p.id for p in parts if isinstance(p, ToolCallPart)}
@@ -191,7 +258,10 @@ def message_from_chat(chat: ChatMessage, where: str = "message") -> Message:
             body = tuple(content)
         parts = [ToolResultPart(call_id, body)]
     carried = _json_safe(kwargs)
-    metadata = {_KEY: {"additional_kwargs": carried}} if carried else {}
+    kept: dict[str, Any] = {"additional_kwargs": carried} if carried else {}
+    if any(thinking):
+        kept["thinking"] = thinking  # one per ThinkingPart, in order
+    metadata = {_KEY: kept} if kept else {}
     try:
         return Message(role, tuple(parts), metadata=metadata)  # type: ignore[arg-type]
     except InvalidMessageError as exc:
@@ -233,8 +303,15 @@ def chat_from_message(message: Message) -> list[ChatMessage]:
         return out
     blocks = []
     legacy = {c.get("id") for c in kwargs.get("tool_calls") or () if isinstance(c, Mapping)}
+    records = carried.get("thinking") if isinstance(carried, Mapping) else None
+    records = records if isinstance(records, list) else []
+    n = 0
     for p in message.parts:
-        if isinstance(p, ToolCallPart):
+        if isinstance(p, ThinkingPart):
+            record = records[n] if n < len(records) and isinstance(records[n], Mapping) else {}
+            blocks.append(_thinking_block(p, record))
+            n += 1
+        elif isinstance(p, ToolCallPart):
             if p.id in legacy:
                 continue  # written back where it came from: additional_kwargs["tool_calls"]
             blocks.append(ToolCallBlock(tool_call_id=p.id, tool_name=p.name, tool_kwargs=p.input))

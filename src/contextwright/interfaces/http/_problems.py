@@ -141,12 +141,16 @@ def install(app: FastAPI, count_error: Callable[[str], None]) -> None:
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         status, headers = exc.status_code, dict(exc.headers or {})
         title = type(exc).__name__ if type(exc) is not HTTPException else _phrase(status)
+        title = getattr(exc, "title", title)  # NotStandardJSON: a malformed body, as pydantic's
         if status == 400:  # FastAPI's "error parsing the body" (not JSON, not UTF-8)
             status, title = 422, "RequestValidationError"
         if status == 405:  # every method of the path, not only the first route's
             headers["Allow"] = ", ".join(_allowed(app, request.url.path))
         count_error(title)
-        return problem(status, title, str(exc.detail), request, headers=headers or None)
+        field = getattr(exc, "field", None)
+        return problem(
+            status, title, str(exc.detail), request, field=field, headers=headers or None
+        )
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from ._body import StandardJSONRoute
 from ._deps import HostDep, TenantDep
 from ._models import (
     BuildContext,
@@ -32,7 +33,7 @@ from ._routes_conversations import errors
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/conversations", tags=["context"])
+router = APIRouter(prefix="/v1/conversations", tags=["context"], route_class=StandardJSONRoute)
 
 
 @router.post("/{conversation}/context", response_model=Built, responses=errors())

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from ._body import StandardJSONRoute
 from ._deps import HostDep, TenantDep
 from ._models import (
     Appended,
@@ -37,7 +38,9 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
-router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+router = APIRouter(
+    prefix="/v1/conversations", tags=["conversations"], route_class=StandardJSONRoute
+)
 
 
 @router.post("", response_model=Created, status_code=201, responses=errors())

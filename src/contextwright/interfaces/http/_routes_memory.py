@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from ._body import StandardJSONRoute
 from ._deps import HostDep, TenantDep
 from ._models import (
     AddMemory,
@@ -27,7 +28,7 @@ from ._routes_conversations import errors
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", route_class=StandardJSONRoute)
 User = Annotated[str, Query(min_length=1, max_length=200)]
 
 

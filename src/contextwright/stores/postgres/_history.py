@@ -259,23 +259,31 @@ async def get_working(
     now = self.now()
     async with self.connection(tenant) as conn:
         cur = await conn.execute(
-            "SELECT w.created_at, w.expires_at, w.meta, w.content, m.parts "
+            "SELECT w.created_at, w.expires_at, w.meta, w.content, w.cid "
             "FROM working_memory w JOIN conversations c ON c.cid = w.cid "
-            "LEFT JOIN messages m ON m.cid = w.cid "
-            f"AND m.seq = (w.meta::jsonb -> '{_REF}' ->> 'seq')::bigint "
             "WHERE c.tenant = %s AND c.id = %s AND w.key = %s AND w.expires_at > %s",
             (tenant, conversation, key, now),
         )
         row = await cur.fetchone()
-    if row is None:
-        return None
-    meta = json.loads(row[2])
-    content = row[3]
-    ref = meta.get(_REF)
-    if isinstance(ref, dict):
-        content = _stored_result(row[4], ref.get("call_id"))
-        if content is None:
+        if row is None:
             return None
+        # the meta is read here, not cast to jsonb in SQL: jsonb refuses some JSON
+        # text holds (an escaped NUL), and the item would become unreadable
+        meta = json.loads(row[2])
+        content = row[3]
+        ref = meta.get(_REF)
+        if isinstance(ref, dict):
+            seq = ref.get("seq")
+            parts = None
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                cur = await conn.execute(
+                    "SELECT parts FROM messages WHERE cid = %s AND seq = %s", (row[4], seq)
+                )
+                found = await cur.fetchone()
+                parts = found[0] if found is not None else None
+            content = _stored_result(parts, ref.get("call_id"))
+            if content is None:
+                return None
     return WorkingItem(key, conversation, content, row[0], row[1], meta)
 
 

@@ -2,9 +2,10 @@
 
 Everything here runs outside transactions: a store checks and serialises its
 input first (so bad input raises having written nothing) and decodes rows after.
-JSON is written compact, with ``ensure_ascii=False`` (Chinese stays readable and
-a third of the size) and sorted keys (equal metadata gives equal text, which is
-how an idempotent re-append is recognised).
+JSON is written by `dumps` (`dump_json`): compact, with ``ensure_ascii=False``
+(Chinese stays readable and a third of the size), sorted keys (equal metadata
+gives equal text, which is how an idempotent re-append is recognised), and
+standard: a NaN or infinite number is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from ..._errors import ConfigError, InvalidMessageError
-from ...model._checks import unicode_problem
+from ...model._checks import dump_json, unicode_problem
 from ...model._messages import Message
 from ...model._parts import ImagePart, TextPart, ToolResultPart, _part_to_dict
 from .._records import CompactionEntry, ConversationInfo, MessageOutline, Summary
@@ -44,15 +45,9 @@ _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # 
 _ONE_TEXT_HEAD = '[{"text":'
 _ONE_TEXT_TAIL = ',"type":"text"}]'
 
-# json.dumps with these options builds a new encoder per call; one is enough.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
-
-
-def dumps(value: Any, where: str) -> str:
-    try:
-        return _ENCODE(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessageError(where, f"must be JSON-serialisable ({exc})") from None
+# Every store writes a user's value (metadata, receipts, job payloads) with this one
+# encoder: standard JSON, a NaN or infinity refused naming its path (see dump_json).
+dumps = dump_json
 
 
 def parts_json(msg: Message, where: str) -> str:
