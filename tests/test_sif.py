@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from contextwright import Message
 from contextwright.history._query import analyse
-from contextwright.history._rank import RankWeights, TurnIndex, TurnRanker
+from contextwright.history._rank import RankWeights, TurnIndex, TurnRanker, default_weights
 from contextwright.history._sif import SifPool, can_weigh
 from contextwright.llm._embed import normalize_rows
 from contextwright.llm._embed_static import StaticEmbedder, bundled_wordllama_path
@@ -95,6 +95,24 @@ def test_switching_the_weighting_embeds_the_turns_again():
     assert TurnRanker(embedder=WordTable()).embed_new(index) == len(TURNS)
     assert index.pooling is None
     assert np.allclose(plain, index.vectors)
+
+
+def test_chinese_turns_are_pooled_plainly():
+    # measured to lose on the Chinese set: only the languages of SIF_LOCALES are weighted
+    index = _index(TURNS)
+    index.locale = "zh-CN"
+    TurnRanker(RankWeights(sif=0.01), embedder=WordTable()).embed_new(index)
+    assert index.embedded_by == "words"
+    assert index.pooling is None
+    english = _index(TURNS)
+    english.locale = "en-GB"
+    TurnRanker(RankWeights(sif=0.01), embedder=WordTable()).embed_new(english)
+    assert english.pooling is not None
+
+
+def test_the_static_defaults_weigh_tokens():
+    assert default_weights(StaticEmbedder()).sif == 0.002
+    assert default_weights(None).sif == 0.0
 
 
 def test_an_embedder_without_tokens_is_pooled_as_before():

@@ -20,7 +20,9 @@ embed, 0.05 ms a question, 0.5 s to load in a fresh process (MiniLM: 12.6 ms,
 13 ms and 5.4 s). The extra adds 92 MB to a core install (torch, transformers
 and MiniLM about 1 GB). Memory-QA recall (`memory_qa_engine`) at 1k / 2k / 4k /
 8k tokens, LoCoMo dev: lexical 0.772 / 0.851 / 0.892 / 0.947, with these vectors
-0.786 / 0.863 / 0.917 / 0.962, with MiniLM 0.809 / 0.875 / 0.933 / 0.970. The
+0.786 / 0.863 / 0.917 / 0.962, with MiniLM 0.809 / 0.875 / 0.933 / 0.970 (the
+default now adds turn notes and, for English, weights tokens by their rarity in
+the conversation, ``history/_sif.py``: 0.798 / 0.873 / 0.928 / 0.968). The
 generated Chinese set (with the Chinese query analysis): lexical 0.673 / 0.786
 / 0.964 / 0.991, static 0.845 / 0.923 / 0.982 / 0.991 (``--seed=1``: 0.664 /
 0.786 / 0.945 / 1.0 against 0.823 / 0.945 / 0.982 / 1.0); Llama-2's vocabulary
