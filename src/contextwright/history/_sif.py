@@ -69,7 +69,8 @@ class SifPool:
 
     def add(self, texts: Sequence[str], vectors: Any) -> Any:
         """The vectors of every turn so far, given the earlier ones and the new ``texts``."""
-        fresh = self.embedder.tokens(texts)
+        # int32 ids: half the memory (a 10,000-turn conversation holds about 250,000)
+        fresh = [np.asarray(ids, dtype=np.int32) for ids in self.embedder.tokens(texts)]
         for ids in fresh:
             np.add.at(self.counts, ids, 1.0)
             self.total += len(ids)
