@@ -10,8 +10,7 @@ the number of turns (the default source is sparing); ``fill`` also takes turns w
 evidence at all, ordered by the priors, when the caller gives recall most of the budget
 (`MEMORY_QA_SHARES`). With a ``counter`` (give it the engine's: its caching counter then
 serves the engine's own count of the block) packing is exact; the allowance is net of the
-frame the engine puts around dynamic blocks. Without a counter a conservative heuristic
-stands in.
+frame the engine puts around dynamic blocks. Without a counter a conservative heuristic stands in.
 
 The window is decided after the sources are fetched, so recall searches below the engine's
 estimate of where it will start (`Turn.window_start`; without one, below the history given),
@@ -327,7 +326,8 @@ class RecallSource(SourceBase):
         # The message's vector is computed on a worker thread while the store searches.
         vector: asyncio.Future[Any] | None = None
         if self.ranker.uses_vectors(index) and index.vectors is not None:
-            vector = asyncio.ensure_future(asyncio.to_thread(self.ranker.embed_query, analysis))
+            embed = self.ranker.embed_query  # pooled as the index's turns were
+            vector = asyncio.ensure_future(asyncio.to_thread(embed, analysis, index))
         try:
             scores: dict[int, float] = {}
             if analysis.text.strip():

@@ -98,6 +98,7 @@ class TurnIndex:
         self.speakers: dict[str, str] = {}
         self.vectors: Any = None  # numpy float32 (n_embedded, d), rows L2-normalised
         self.embedded_by: str | None = None
+        self.pooling: Any = None  # token counts for weighted pooling (`_sif.SifPool`), if used
         self._turns: list[IndexedTurn | None] = []  # None: not made yet (see `turn`)
         self._sources: list[Message | MessageOutline | None] = []  # what a turn is made from
         self._unmade = 0

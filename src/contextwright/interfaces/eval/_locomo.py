@@ -56,7 +56,7 @@ that answer questions about a long past. Its method is in ``history/_rank.py``
 
     budget N                      1,000   2,000   4,000   8,000
     recall, lexical               0.772   0.851   0.892   0.947   p95 12-14 ms
-    recall, + static vectors      0.786   0.863   0.917   0.962   (``--embedder auto``)
+    recall, + static vectors      0.798   0.873   0.928   0.968   (``--embedder auto``)
     recall, + MiniLM vectors      0.807   0.875   0.930   0.970   p95 24-31 ms
 
 The static vectors (``StaticEmbedder``, the ``static`` extra) are the default
