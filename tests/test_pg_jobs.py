@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import os
 import selectors
 import signal
@@ -28,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextwright._errors import ConfigError
+from contextwright._errors import ConfigError, InvalidMessageError
 from contextwright.model._checks import unicode_problem
 from contextwright.stores import Job, MemoryJobs
 from contextwright.stores._runner import JobRunner
@@ -313,7 +312,11 @@ def test_postgres_jobs_refuses_what_is_not_a_url_or_a_pool():
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),
@@ -322,8 +325,9 @@ JSON = st.recursive(
 
 
 def test_payloads_and_names_read_back_as_written(pg_url):
-    """Whatever JSON the queue accepts (NUL characters, NaN, any key order) reads back equal;
-    a name PostgreSQL cannot store (a NUL in it) is refused naming the field, nothing written."""
+    """Whatever JSON the queue accepts (NUL characters, any key order) reads back equal; a
+    payload standard JSON cannot hold (NaN, infinity) and a name PostgreSQL cannot store (a
+    NUL in it) are refused naming the field, nothing written."""
     loop = asyncio.new_event_loop()
     jobs = PostgresJobs(pg_url)
     numbers = itertools.count()
@@ -348,11 +352,16 @@ def test_payloads_and_names_read_back_as_written(pg_url):
 
     try:
         roundtrip()
-        odd = {"nan": float("nan"), "nul": "a\x00b", "z": 1, "a": 2}
+        for bad in (float("nan"), float("inf")):
+            with pytest.raises(InvalidMessageError) as err:
+                loop.run_until_complete(jobs.enqueue("odd", "odd", {"x": [bad]}, tenant="u"))
+            assert err.value.where == "payload['x'][0]"
+        assert loop.run_until_complete(jobs.jobs(tenant="u")) == []
+        odd = {"big": 1e300, "nul": "a\x00b", "z": 1, "a": 2}
         job = loop.run_until_complete(jobs.enqueue("odd", "odd", odd, tenant="u"))
         (back,) = loop.run_until_complete(jobs.jobs(tenant="u"))
-        assert math.isnan(back.payload["nan"])
-        assert (back.payload["nul"], list(back.payload)) == ("a\x00b", ["a", "nan", "nul", "z"])
+        assert back.payload["big"] == 1e300
+        assert (back.payload["nul"], list(back.payload)) == ("a\x00b", ["a", "big", "nul", "z"])
         held = loop.run_until_complete(jobs.claim(["odd"], worker="w", lease=5))
         assert held is not None
         assert held.id == job.id
