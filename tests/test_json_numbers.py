@@ -200,6 +200,7 @@ def test_an_escaped_nul_in_stored_json_reads_back_on_every_backend(
         assert item.content == "v"
         assert dict(item.meta) == meta
         assert dict(log.read("c", tenant="t")[0].metadata) == meta
+        assert work.get_working("c", "k", tenant="other") is None  # another tenant: nothing
     finally:
         asyncio.run(b.aclose())
 
